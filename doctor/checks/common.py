@@ -1,0 +1,75 @@
+"""Small helpers the checks share: evidence from facts, and the questions many rules ask."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from doctor.facts import Facts, PyPackage
+from doctor.findings import Evidence, Finding, Fix, FixStep
+
+FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib")
+
+
+def fact(facts: Facts, path: str) -> Any:
+    """The value at a dotted path of the snapshot ("driver.kernel_module")."""
+    value: Any = facts
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
+    return value
+
+
+def ev(facts: Facts, path: str, value: Any = None, source: str | None = None) -> Evidence:
+    """Evidence for one fact, with the source the probes recorded for it."""
+    return Evidence(
+        fact=path,
+        value=fact(facts, path) if value is None else value,
+        source=source or facts.sources.get(path),
+    )
+
+
+def ok(code: str, title: str, *evidence: Evidence, detail: str = "") -> Finding:
+    return Finding(code=code, severity="ok", title=title, detail=detail, evidence=list(evidence))
+
+
+def finding(code: str, severity: str, title: str, detail: str, evidence: list[Evidence],
+            fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
+    return Finding(
+        code=code,
+        severity=severity,  # type: ignore[arg-type]
+        title=title,
+        detail=detail,
+        evidence=evidence,
+        fix=Fix(summary=fix, steps=steps or []) if fix else None,
+    )
+
+
+def driver_installed(facts: Facts) -> bool:
+    d = facts.driver
+    return bool(d.userspace or d.kernel_module or any(p.name.startswith(("nvidia-driver", "cuda-drivers"))
+                                                       for p in d.packages))
+
+
+def gpu_present(facts: Facts) -> bool:
+    """An NVIDIA GPU is known to be attached (from NVML, nvidia-smi or the PCI bus)."""
+    return bool(facts.gpus) or bool(facts.host.pci_nvidia_gpus)
+
+
+def frameworks(facts: Facts) -> list[tuple[str, PyPackage]]:
+    """(interpreter, package) for every ML framework in the checked environments."""
+    return [(env.executable, p) for env in facts.python_envs for p in env.packages if p.name in FRAMEWORKS]
+
+
+def label(pkg: PyPackage) -> str:
+    return f"{pkg.name} {pkg.version}" if pkg.version else pkg.name
+
+
+def major_minor(version: str | None) -> tuple[int, ...] | None:
+    if not version:
+        return None
+    parts = []
+    for piece in version.split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) or None

@@ -1,0 +1,263 @@
+"""Rules about frameworks and the environment: CPU-only builds, visible devices, containers, WSL."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from doctor.checks.common import driver_installed, ev, finding, frameworks, gpu_present, label, ok
+from doctor.facts import Facts, Gpu
+from doctor.findings import Evidence, Finding, FixStep
+from doctor.registry import Context, NotApplicable, Skip, check
+
+PYTORCH_INSTALL = "https://pytorch.org/get-started/locally/"
+
+
+@check("framework.cpu_only_build", "Python & frameworks", "The ML frameworks installed are GPU builds.")
+def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    fw = frameworks(facts)
+    if not fw:
+        broken = [e for e in facts.python_envs if e.error]
+        if broken:
+            raise Skip(f"the Python environment {broken[0].executable} could not be inspected: {broken[0].error}")
+        raise NotApplicable("no PyTorch, TensorFlow or JAX in the checked Python environment(s)")
+    gpu_expected = gpu_present(facts) or driver_installed(facts)
+    for exe, pkg in fw:
+        if pkg.cpu_only is None:
+            continue
+        evidence = [Evidence("python_envs.packages", f"{label(pkg)} cuda={pkg.cuda!r}", exe)]
+        if not pkg.cpu_only:
+            yield ok("framework.cpu_only_build", f"{label(pkg)} is a CUDA build"
+                     + (f" (CUDA {pkg.cuda})" if pkg.cuda else ""), *evidence)
+            continue
+        why = ("an NVIDIA GPU is attached" if gpu_present(facts) else
+               "the NVIDIA driver is installed") if gpu_expected else "there is no NVIDIA GPU here either"
+        yield finding(
+            "framework.cpu_only_build", "fail" if gpu_expected else "info",
+            f"{label(pkg)} in {exe} is a CPU-only build",
+            f"It cannot use a GPU, and {why}. PyTorch raises 'Torch not compiled with CUDA enabled'; TensorFlow "
+            "and JAX silently run on the CPU. A plain `pip install torch` on some platforms, or an index URL "
+            "ending in /cpu, gives this build.",
+            evidence,
+            fix=_cpu_only_fix(pkg.name, pkg.version),
+        )
+
+
+def _cpu_only_fix(name: str, version: str | None) -> str:
+    base = (version or "").split("+", 1)[0]
+    if name == "torch":
+        return (f"Reinstall torch{'==' + base if base else ''} from a CUDA index that matches your driver, "
+                f"e.g. `pip install --force-reinstall torch{'==' + base if base else ''} --index-url "
+                f"https://download.pytorch.org/whl/cuXYZ` (choose cuXYZ at {PYTORCH_INSTALL}).")
+    if name.startswith("tensorflow") or name == "tf-nightly":
+        return "Install the GPU build: `pip install 'tensorflow[and-cuda]'` (Linux; remove tensorflow-cpu first)."
+    return "Install JAX with its CUDA plugin: `pip install -U 'jax[cuda12]'`."
+
+
+def _visible_tokens(value: str) -> list[str]:
+    return [t.strip() for t in value.split(",")]
+
+
+@check("env.cuda_visible_devices", "Environment", "CUDA_VISIBLE_DEVICES names GPUs that exist.")
+def cuda_visible_devices(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    value = facts.env.get("CUDA_VISIBLE_DEVICES")
+    evidence = [ev(facts, "env.CUDA_VISIBLE_DEVICES", value, "env")]
+    if value is None:
+        yield ok("env.cuda_visible_devices", "CUDA_VISIBLE_DEVICES is not set: every GPU is visible", *evidence)
+        return
+    if value.strip() == "" or value.strip() in ("-1", "NoDevFiles", "none", "void"):
+        yield finding(
+            "env.cuda_visible_devices", "fail", f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA",
+            "With this value every CUDA program sees zero devices ('no CUDA-capable device is detected', "
+            "torch.cuda.is_available() is False) even though nvidia-smi lists the GPUs.",
+            evidence, fix="Unset it (`unset CUDA_VISIBLE_DEVICES`) or list the GPUs to use, e.g. 0,1.",
+        )
+        return
+    gpus = [g for g in facts.gpus if g.source != "pci"]
+    if not gpus:
+        raise Skip("the GPU list is unknown, so the indices cannot be checked")
+    uuids = [g.uuid for g in gpus if g.uuid] + [m.uuid for g in gpus for m in g.mig_devices if m.uuid]
+    tokens = _visible_tokens(value)
+    for pos, tok in enumerate(tokens):
+        valid = (tok.isdigit() and int(tok) < len(gpus)) or (
+            re.match(r"^(GPU|MIG)-", tok) is not None and any(u.startswith(tok) for u in uuids))
+        if not valid:
+            kept = tokens[:pos]
+            yield finding(
+                "env.cuda_visible_devices", "fail" if not kept else "warn",
+                f"CUDA_VISIBLE_DEVICES={value} names {tok!r}, which is not one of the {len(gpus)} GPU(s) here",
+                "CUDA reads the list up to the first entry it cannot match and ignores the rest, so programs see "
+                + (f"only {', '.join(kept)}." if kept else "no GPU at all."),
+                [*evidence, Evidence("gpus", [f"{g.index}: {g.uuid}" for g in gpus], "nvml")],
+                fix=f"Use indices 0–{len(gpus) - 1} or the UUIDs from `nvidia-smi -L`.",
+            )
+            return
+    yield ok("env.cuda_visible_devices", f"CUDA_VISIBLE_DEVICES={value}: {len(tokens)} of {len(gpus)} GPU(s) "
+             "visible", *evidence)
+
+
+def ordinal_table(facts: Facts) -> str:
+    """NVML index ↔ PCI bus id ↔ UUID ↔ CUDA ordinal under the current environment."""
+    gpus = [g for g in facts.gpus if g.source != "pci"]
+    order = facts.env.get("CUDA_DEVICE_ORDER") or "FASTEST_FIRST"
+    by_bus = sorted(gpus, key=lambda g: (g.pci_bus_id or "").lower())
+    same_model = len({g.name for g in gpus}) <= 1
+    # FASTEST_FIRST ranks mixed models by a speed heuristic CUDA does not document: order unknown.
+    cuda_order = by_bus if order == "PCI_BUS_ID" or same_model else []
+    visible = facts.env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and cuda_order:
+        picked = []
+        for tok in _visible_tokens(visible):
+            match = [g for g in cuda_order if g.uuid and tok.startswith(("GPU-", "MIG-")) and g.uuid.startswith(tok)]
+            if tok.isdigit() and int(tok) < len(cuda_order):
+                match = [cuda_order[int(tok)]]
+            if not match:
+                break
+            picked.append(match[0])
+        cuda_order = picked
+    rows = [f"{'NVML':>4}  {'PCI bus id':<18} {'UUID':<42} {'CUDA':>4}  name"]
+    for g in sorted(gpus, key=lambda g: g.index if g.index is not None else 0):
+        cuda = (str(cuda_order.index(g)) if g in cuda_order else "-") if cuda_order else "?"
+        rows.append(f"{g.index!s:>4}  {g.pci_bus_id or '?':<18} {g.uuid or '?':<42} {cuda:>4}  {g.name or '?'}")
+        for m in g.mig_devices:
+            rows.append(f"{'':>4}  {'  MIG ' + str(m.index):<18} {m.uuid or '?':<42} {'':>4}  {m.name or ''}")
+    note = f"CUDA_DEVICE_ORDER={order}" + (f", CUDA_VISIBLE_DEVICES={visible}" if visible is not None else "")
+    if not cuda_order and not same_model:
+        note += " ('?': FASTEST_FIRST puts the fastest GPU first; the rest of the order is unspecified)"
+    return note + "\n" + "\n".join(rows)
+
+
+def _key(g: Gpu) -> str:
+    return g.name or "?"
+
+
+@check("env.device_order", "Environment", "GPU numbering is the same for nvidia-smi and CUDA.")
+def device_order(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    gpus = [g for g in facts.gpus if g.source != "pci"]
+    if len(gpus) < 2:
+        raise NotApplicable("fewer than two GPUs")
+    order = facts.env.get("CUDA_DEVICE_ORDER")
+    models = sorted({_key(g) for g in gpus})
+    table = ordinal_table(facts)
+    evidence = [ev(facts, "env.CUDA_DEVICE_ORDER", order, "env"), Evidence("gpus", models, gpus[0].source)]
+    if len(models) == 1 or order == "PCI_BUS_ID":
+        yield ok("env.device_order", "nvidia-smi and CUDA number the GPUs the same way", *evidence, detail=table)
+        return
+    yield finding(
+        "env.device_order", "warn",
+        f"Mixed GPU models ({', '.join(models)}) without CUDA_DEVICE_ORDER=PCI_BUS_ID: "
+        "CUDA's GPU 0 is not nvidia-smi's",
+        "CUDA numbers devices fastest first by default, nvidia-smi by PCI bus id, so `cuda:0` and "
+        "CUDA_VISIBLE_DEVICES=0 may mean a different card than nvidia-smi's GPU 0.\n" + table,
+        evidence,
+        fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID (in the shell profile or the job script)",
+    )
+
+
+@check("container.no_gpu_passthrough", "Environment", "Inside a container, the GPU was passed in.")
+def no_gpu_passthrough(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    kind = facts.host.container
+    if not kind:
+        raise NotApplicable("not in a container")
+    nvd = facts.env.get("NVIDIA_VISIBLE_DEVICES")
+    nodes = [n for n in facts.driver.device_nodes if re.search(r"/nvidia\d+$", n)]
+    libs = facts.loader.libcuda
+    evidence = [ev(facts, "driver.device_nodes"), ev(facts, "loader.libcuda"),
+                ev(facts, "env.NVIDIA_VISIBLE_DEVICES", nvd, "env")]
+    if nvd in ("void", "none", ""):
+        yield finding("container.no_gpu_passthrough", "fail",
+                      f"NVIDIA_VISIBLE_DEVICES={nvd!r}: the container was told to get no GPU",
+                      "The NVIDIA container runtime injects no device for this value.", evidence,
+                      fix="Run with --gpus all (Docker) or request nvidia.com/gpu (Kubernetes), and do not set "
+                          "NVIDIA_VISIBLE_DEVICES to void/none.")
+        return
+    if nodes and libs and not libs.stub:
+        yield ok("container.no_gpu_passthrough", f"{len(nodes)} GPU device node(s) and the driver library "
+                 f"{libs.version or ''} are inside the container".replace("  ", " "), *evidence)
+        return
+    missing = []
+    if not nodes:
+        missing.append("no /dev/nvidiaN device node")
+    if not libs or libs.stub:
+        missing.append("no driver library libcuda.so.1" + (" (only the toolkit's stub)" if libs else ""))
+    flag = {"docker": "docker run --gpus all …", "podman": "podman run --device nvidia.com/gpu=all …",
+            "kubernetes": "resources.limits: nvidia.com/gpu: 1 in the pod spec"}.get(kind, "--gpus all")
+    yield finding(
+        "container.no_gpu_passthrough", "fail",
+        f"This {kind} container has no GPU passed in: " + " and ".join(missing),
+        "The GPU and the driver's libraries come from the host through the NVIDIA container toolkit; they are "
+        "only injected when the container is started asking for a GPU.",
+        evidence,
+        fix=f"Start the container with a GPU request ({flag}); the host needs the NVIDIA container toolkit.",
+    )
+
+
+@check("container.toolkit_missing", "Environment", "A GPU host with a container engine has the NVIDIA container "
+       "toolkit configured.")
+def container_toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    ct = facts.host.container_toolkit
+    if facts.host.container or ct is None:
+        raise NotApplicable("inside a container")
+    if not ct.engines:
+        raise NotApplicable("no container engine installed")
+    if not gpu_present(facts):
+        raise NotApplicable("no NVIDIA GPU on this host")
+    evidence = [ev(facts, "host.container_toolkit.engines", ct.engines),
+                ev(facts, "host.container_toolkit.installed", ct.installed),
+                ev(facts, "host.container_toolkit.runtime_configured", ct.runtime_configured)]
+    engines = ", ".join(ct.engines)
+    if not ct.installed:
+        yield finding(
+            "container.toolkit_missing", "warn",
+            f"{engines} is installed but the NVIDIA container toolkit is not: containers cannot get the GPU",
+            "`docker run --gpus all` fails with 'could not select device driver \"\" with capabilities: [[gpu]]'.",
+            evidence, fix="Install nvidia-container-toolkit from NVIDIA's repository, then configure the runtime.",
+            steps=[FixStep(["nvidia-ctk", "runtime", "configure", "--runtime=docker"], root=True),
+                   FixStep(["systemctl", "restart", "docker"], root=True, risk="restart")],
+        )
+    elif ct.runtime_configured is False:
+        yield finding(
+            "container.toolkit_missing", "warn",
+            f"The NVIDIA container toolkit {ct.version or ''} is installed but {engines} is not configured to use it",
+            "The engine's configuration has no nvidia runtime (or CDI spec), so GPU requests fail with "
+            "'could not select device driver \"\" with capabilities: [[gpu]]'.",
+            evidence, fix="Configure the engine and restart it.",
+            steps=[FixStep(["nvidia-ctk", "runtime", "configure", f"--runtime={ct.engines[0]}"], root=True),
+                   FixStep(["systemctl", "restart", ct.engines[0]], root=True, risk="restart")],
+        )
+    else:
+        yield ok("container.toolkit_missing", f"NVIDIA container toolkit {ct.version or ''} is installed for "
+                 f"{engines}".replace("  ", " "), *evidence)
+
+
+@check("wsl.driver", "Environment", "Under WSL2, CUDA uses the Windows driver's libcuda from /usr/lib/wsl/lib.")
+def wsl_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    if not facts.host.wsl:
+        raise NotApplicable("not WSL")
+    lib = facts.loader.libcuda
+    linux_driver = [p.name for p in facts.driver.packages if re.match(r"(nvidia-driver|cuda-drivers|libnvidia-compute)",
+                                                                       p.name)]
+    evidence = [ev(facts, "loader.libcuda"), Evidence("driver.packages", linux_driver, "dpkg")]
+    if lib is None:
+        yield finding(
+            "wsl.driver", "fail", "WSL2 without /usr/lib/wsl/lib/libcuda.so: the Windows NVIDIA driver is not exposed",
+            "Under WSL2 the GPU driver is the Windows one; Windows mounts its libcuda into /usr/lib/wsl/lib. "
+            "It is missing when the Windows driver is too old for WSL or WSL itself needs an update.",
+            evidence, fix="Install a current NVIDIA driver on Windows (not inside Linux) and run `wsl --update`.",
+        )
+    elif not lib.path.startswith("/usr/lib/wsl/") or linux_driver:
+        yield finding(
+            "wsl.driver", "fail",
+            f"A Linux NVIDIA driver inside WSL shadows the Windows driver's libcuda ({lib.path})",
+            "Under WSL2 no Linux display driver may be installed: its libcuda.so replaces the one in "
+            "/usr/lib/wsl/lib and CUDA fails to find a device.",
+            evidence, fix="Remove the Linux driver packages inside WSL" +
+            (f" ({', '.join(linux_driver)})" if linux_driver else "")
+            + " and keep only the toolkit (cuda-toolkit-X-Y).",
+        )
+    else:
+        yield ok("wsl.driver", "WSL2 uses the Windows driver's libcuda from /usr/lib/wsl/lib", *evidence)
+
+
+FRAMEWORK_CHECKS = [cpu_only_build]
+ENV_CHECKS = [cuda_visible_devices, device_order, container_toolkit_missing, no_gpu_passthrough, wsl_driver]

@@ -1,0 +1,182 @@
+"""Rules about the GPUs themselves: memory held by others, hardware faults, throttling, PCIe link."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import tomllib
+
+from doctor.checks.common import finding, ok
+from doctor.facts import Facts, Gpu
+from doctor.findings import Evidence, Finding, FixStep
+from doctor.registry import Context, NotApplicable, check
+
+AREA = "GPUs"
+
+
+def _gpus(facts: Facts) -> list[Gpu]:
+    gpus = [g for g in facts.gpus if g.source != "pci"]
+    if not gpus:
+        raise NotApplicable("no GPU is visible to NVML or nvidia-smi")
+    return gpus
+
+
+def _name(g: Gpu) -> str:
+    return f"GPU {g.index} ({g.name})" if g.name else f"GPU {g.index}"
+
+
+def _gev(g: Gpu, field: str, source: str | None = None) -> Evidence:
+    return Evidence(f"gpus[{g.index}].{field}", getattr(g, field), source or g.source)
+
+
+@check("gpu.memory_in_use", AREA, "No other process holds most of a GPU's memory.")
+def memory_in_use(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    for g in _gpus(facts):
+        if not g.memory_total_mib or g.memory_used_mib is None:
+            continue
+        share = g.memory_used_mib / g.memory_total_mib
+        if share < 0.5:
+            yield ok("gpu.memory_in_use", f"{_name(g)}: {g.memory_total_mib - g.memory_used_mib} of "
+                     f"{g.memory_total_mib} MiB free", _gev(g, "memory_used_mib"), _gev(g, "memory_total_mib"))
+            continue
+        procs = sorted(g.processes, key=lambda p: -(p.used_mib or 0))
+        who = ", ".join(f"{p.name or '?'} (pid {p.pid}, {p.used_mib if p.used_mib is not None else '?'} MiB)"
+                        for p in procs[:5]) or "processes this user cannot see (another container or user)"
+        yield finding(
+            "gpu.memory_in_use", "warn",
+            f"{_name(g)}: {g.memory_used_mib} of {g.memory_total_mib} MiB ({share:.0%}) already in use by {who}",
+            "Memory held by other processes is the first cause of a surprising 'CUDA out of memory': your "
+            "program gets only what is left.",
+            [_gev(g, "memory_used_mib"), _gev(g, "memory_total_mib"), _gev(g, "processes")],
+            fix="Stop the processes holding the memory, or pick another GPU with CUDA_VISIBLE_DEVICES.",
+            steps=[FixStep(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv"])],
+        )
+
+
+@cache
+def xid_catalog() -> dict[int, dict[str, Any]]:
+    """NVIDIA's Xid catalog as reviewed data (compat/xid.toml, shipped in the package)."""
+    try:
+        text = resources.files("doctor.compat").joinpath("xid.toml").read_text()
+    except (FileNotFoundError, OSError):
+        return {}
+    return {row["xid"]: row for row in tomllib.loads(text).get("xid", [])}
+
+
+ACTION_TEXT = {
+    "restart_app": "restart the application (the GPU itself is fine)",
+    "reset_gpu": "reset the GPU (`nvidia-smi -r -i N` with no process on it) or reboot",
+    "reboot": "reboot the node",
+    "drain_and_rma": "drain the node and, if it recurs after a reset, RMA the GPU",
+    "check_platform": "check power, cooling, the PCIe slot/riser and the system BIOS; reboot to recover",
+    "none": "nothing to do",
+}
+
+
+@check("gpu.hardware_fault", AREA, "No uncorrectable ECC errors, pending page retirement or Xid faults.")
+def hardware_fault(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    gpus = [g for g in facts.gpus if g.source != "pci"]
+    xids = facts.driver.xid_events
+    if not gpus and not xids:
+        raise NotApplicable("no GPU is visible and the kernel log has no Xid event")
+    for g in gpus:
+        problems = []
+        if g.ecc_uncorrected:
+            problems.append(f"{g.ecc_uncorrected} uncorrectable ECC error(s)")
+        if g.retired_pages_pending:
+            problems.append("a retired memory page waiting for a GPU reset")
+        if g.remapped_rows_pending:
+            problems.append("a remapped memory row waiting for a GPU reset")
+        if problems:
+            yield finding(
+                "gpu.hardware_fault", "fail", f"{_name(g)}: " + ", ".join(problems),
+                "Uncorrectable memory errors corrupt results or kill jobs. A pending retirement/remap takes "
+                "effect only after the GPU is reset; errors that come back after that mean failing memory.",
+                [_gev(g, "ecc_uncorrected"), _gev(g, "retired_pages_pending"), _gev(g, "remapped_rows_pending")],
+                fix="Drain the GPU, reset it (or reboot), and RMA it if the errors return.",
+                steps=[FixStep(["nvidia-smi", "-q", "-d", "ECC,PAGE_RETIREMENT,ROW_REMAPPER", "-i", str(g.index)]),
+                       FixStep(["nvidia-smi", "-r", "-i", str(g.index)], root=True, risk="restart")],
+            )
+        else:
+            yield ok("gpu.hardware_fault", f"{_name(g)}: no uncorrectable ECC errors or pending retirements",
+                     _gev(g, "ecc_uncorrected"))
+    catalog = xid_catalog()
+    seen: dict[tuple[int, str | None], int] = {}
+    for e in xids:
+        seen[(e.xid, e.pci_bus_id)] = seen.get((e.xid, e.pci_bus_id), 0) + 1
+    for (xid, bus), count in seen.items():
+        row = catalog.get(xid, {})
+        klass = row.get("class", "unknown")
+        action = row.get("action")
+        severity = "warn" if klass in ("application", "info") else "fail"
+        what = row.get("description") or "not in the reviewed Xid catalog"
+        source = facts.sources.get("driver.xid_events")
+        ev_list = [Evidence("driver.xid_events", f"Xid {xid} on {bus} ×{count}", source)]
+        if row.get("source"):
+            ev_list.append(Evidence("compat/xid.toml", f"Xid {xid}: {row.get('mnemonic', what)}", row["source"]))
+        yield finding(
+            "gpu.hardware_fault", severity,
+            f"Kernel log: Xid {xid} on GPU {bus or '?'} ({what}), {count}×: a {klass} fault",
+            "Xid events are the driver's record of GPU faults since boot. "
+            + (f"NVIDIA's catalog classes this one as a {klass} fault." if row else
+               "This Xid is not in gpu-doctor's reviewed catalog; look it up in NVIDIA's Xid documentation."),
+            ev_list,
+            fix=(ACTION_TEXT.get(action or "", "") or "See NVIDIA's Xid catalog for this code.").capitalize() + ".",
+        )
+
+
+SLOWDOWNS = {
+    "hw_slowdown": "hardware slowdown (power or thermal emergency signal)",
+    "hw_thermal_slowdown": "hardware thermal slowdown (the GPU is too hot)",
+    "sw_thermal_slowdown": "software thermal slowdown",
+    "hw_power_brake_slowdown": "power brake (the system's power supply asserted the brake)",
+}
+
+
+@check("gpu.throttling", AREA, "No GPU is being slowed down by heat or power.")
+def throttling(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    for g in _gpus(facts):
+        active = [SLOWDOWNS[r] for r in g.throttle_reasons if r in SLOWDOWNS]
+        if not active:
+            yield ok("gpu.throttling", f"{_name(g)}: not throttled", _gev(g, "throttle_reasons"))
+            continue
+        yield finding(
+            "gpu.throttling", "warn", f"{_name(g)} is throttled: " + "; ".join(active),
+            f"At {g.temperature_c if g.temperature_c is not None else '?'} °C and "
+            f"{g.power_draw_w if g.power_draw_w is not None else '?'} W the clocks are being held down, so every "
+            "job on it runs slower than the datasheet says.",
+            [_gev(g, "throttle_reasons"), _gev(g, "temperature_c"), _gev(g, "power_draw_w")],
+            fix="Check the cooling (fans, airflow, data-centre inlet temperature) and the power supply/cabling.",
+            steps=[FixStep(["nvidia-smi", "-q", "-d", "PERFORMANCE,TEMPERATURE,POWER", "-i", str(g.index)])],
+        )
+
+
+@check("gpu.pcie_degraded", AREA, "Each GPU's PCIe link trained at its full width and generation.")
+def pcie_degraded(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    for g in _gpus(facts):
+        if g.pcie_width_current is None or g.pcie_width_max is None:
+            continue
+        # Idle GPUs lower their link *generation* to save power; that is not a fault. The width does
+        # not change with load, so a narrower link is a training problem (slot, riser, dirty contacts).
+        if g.pcie_width_current < g.pcie_width_max:
+            yield finding(
+                "gpu.pcie_degraded", "warn",
+                f"{_name(g)}: PCIe link runs at x{g.pcie_width_current} of x{g.pcie_width_max}",
+                "A link that trained narrower than it can be cuts host↔device bandwidth in proportion: data "
+                "loading and multi-GPU traffic over PCIe slow down. Usual causes: the slot is wired narrower, a "
+                "riser or cable, or dirty/poorly seated contacts.",
+                [_gev(g, "pcie_width_current"), _gev(g, "pcie_width_max"), _gev(g, "pcie_gen_current"),
+                 _gev(g, "pcie_gen_max")],
+                fix="Reseat the card (or move it to a full-width slot) and check the BIOS PCIe settings.",
+            )
+        else:
+            yield ok("gpu.pcie_degraded", f"{_name(g)}: PCIe x{g.pcie_width_current}, gen "
+                     f"{g.pcie_gen_current if g.pcie_gen_current is not None else '?'} (max "
+                     f"{g.pcie_gen_max if g.pcie_gen_max is not None else '?'})",
+                     _gev(g, "pcie_width_current"), _gev(g, "pcie_gen_max"))
+
+
+CHECKS = [memory_in_use, hardware_fault, throttling, pcie_degraded]

@@ -1,0 +1,84 @@
+"""facts → checks → findings → report. Pure: no probing, no printing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from doctor.facts import Facts
+from doctor.findings import SEVERITY_RANK, Finding
+from doctor.registry import Check, Context
+
+REPORT_SCHEMA = "gpu-doctor.report/v1"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    id: str
+    area: str
+    summary: str
+    status: str  # ok | info | warn | fail | skipped | not_applicable | crashed
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    facts: Facts
+    findings: list[Finding] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        worst = max((SEVERITY_RANK[f.severity] for f in self.findings), default=0)
+        return "fail" if worst == 3 else "warn" if worst == 2 else "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": REPORT_SCHEMA,
+            "status": self.status,
+            "findings": [f.to_dict() for f in self.findings],
+            "checks": [c.__dict__ for c in self.checks],
+            "facts": self.facts.to_dict(),
+        }
+
+
+def diagnose(facts: Facts, checks: list[Check] | None = None, ctx: Context | None = None) -> Report:
+    from doctor.checks import REGISTRY
+
+    ctx = ctx or Context()
+    findings: list[Finding] = []
+    results: list[CheckResult] = []
+    for chk in checks if checks is not None else REGISTRY:
+        status, reason, found = chk.run(facts, ctx)
+        findings += found
+        results.append(CheckResult(chk.id, chk.area, chk.summary, status, reason))
+    return Report(facts=facts, findings=findings, checks=results)
+
+
+def generate_report_schema() -> dict[str, Any]:
+    """The JSON Schema of report v1 (written to doctor/schemas/report-v1.json by scripts/gen_schema.py)."""
+    from doctor.facts import generate_facts_schema, schema_for
+
+    defs: dict[str, Any] = {}
+    finding = schema_for(Finding, defs)
+    check = schema_for(CheckResult, defs)
+    facts = generate_facts_schema()
+    defs.update(facts.pop("$defs"))
+    for key in ("$schema", "$id", "title"):
+        facts.pop(key)
+    defs["Facts"] = facts
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://github.com/nvgpu-doctor/schemas/report-v1.json",
+        "title": "gpu-doctor report, version 1",
+        "type": "object",
+        "properties": {
+            "schema": {"const": REPORT_SCHEMA},
+            "status": {"enum": ["ok", "warn", "fail"]},
+            "findings": {"type": "array", "items": finding},
+            "checks": {"type": "array", "items": check},
+            "facts": {"$ref": "#/$defs/Facts"},
+        },
+        "required": ["schema", "status", "findings", "checks", "facts"],
+        "$defs": dict(sorted(defs.items())),
+    }

@@ -1,0 +1,217 @@
+"""The one seam through which probes touch the machine.
+
+Probes never call ``open``, ``subprocess`` or ``os.environ`` directly: they ask a :class:`Host`.
+That makes three things possible: ``--root DIR`` (every file read happens under DIR, and
+commands are looked up in the PATH *under* DIR), tests with a strict fake runner, and a
+guarantee that every command runs with an argv (never a shell) and under a timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_TIMEOUT = 5.0
+MAX_READ = 4 * 1024 * 1024  # a probe never needs more of one file; /proc files can be endless
+
+
+@dataclass(frozen=True)
+class CmdResult:
+    """What one command did. ``error`` is set when it did not run to an exit status."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
+    error: str | None = None  # "not found" | "timed out after 5s" | "permission denied" | OSError text
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.returncode == 0
+
+    def describe(self) -> str:
+        """One line for the errors list: why this command gave no answer."""
+        cmd = " ".join(self.argv)
+        if self.error:
+            return f"{cmd}: {self.error}"
+        tail = (self.stderr or self.stdout).strip().splitlines()
+        return f"{cmd}: exit {self.returncode}" + (f": {tail[-1][:200]}" if tail else "")
+
+
+Runner = Callable[[Sequence[str], float, Mapping[str, str]], CmdResult]
+
+
+def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> CmdResult:
+    """Run argv with a timeout; never raises.
+
+    The child gets its own process group so that on timeout the whole group is killed: a wrapper
+    script whose grandchild hangs (holding our pipes open) cannot hang the doctor either.
+    """
+    args = tuple(argv)
+    try:
+        proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=dict(env),
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        return CmdResult(args, None, error="not found")
+    except PermissionError:
+        return CmdResult(args, None, error="permission denied")
+    except OSError as exc:
+        return CmdResult(args, None, error=exc.strerror or str(exc))
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            proc.communicate(timeout=1.0)
+        return CmdResult(args, None, error=f"timed out after {timeout:g}s")
+    return CmdResult(args, proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+@dataclass(frozen=True)
+class Host:
+    """The machine as probes see it: a root directory, an environment and a command runner."""
+
+    root: Path = Path("/")
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    timeout: float = DEFAULT_TIMEOUT
+    runner: Runner = subprocess_runner
+
+    @property
+    def live(self) -> bool:
+        """True when probing the running system (not a mounted image or a test sysroot)."""
+        return self.root == Path("/")
+
+    def path(self, logical: str | os.PathLike[str]) -> Path:
+        """Map an absolute path of the inspected system to where it really is."""
+        p = Path(logical)
+        if self.live:
+            return p
+        return self.root / p.relative_to(p.anchor) if p.is_absolute() else self.root / p
+
+    def logical(self, real: Path) -> str:
+        """The inverse of :meth:`path`: how the inspected system names a file we found."""
+        if self.live:
+            return str(real)
+        try:
+            return "/" + str(real.relative_to(self.root))
+        except ValueError:
+            return str(real)
+
+    def read_text(self, logical: str) -> str:
+        """Read a file of the inspected system. Raises OSError (with its reason) when unreadable."""
+        with open(self.path(logical), "rb") as fh:
+            data = fh.read(MAX_READ)
+        return data.decode("utf-8", "replace")
+
+    def try_read(self, logical: str) -> str | None:
+        """Read a file, or None when it does not exist or cannot be read."""
+        try:
+            return self.read_text(logical)
+        except (OSError, ValueError):
+            return None
+
+    def read_bytes(self, logical: str, limit: int = MAX_READ) -> bytes:
+        with open(self.path(logical), "rb") as fh:
+            return fh.read(limit)
+
+    def exists(self, logical: str) -> bool:
+        try:
+            return self.path(logical).exists()
+        except (OSError, ValueError):
+            return False
+
+    def is_dir(self, logical: str) -> bool:
+        try:
+            return self.path(logical).is_dir()
+        except (OSError, ValueError):
+            return False
+
+    def glob(self, pattern: str) -> list[str]:
+        """Glob an absolute pattern on the inspected system; logical paths, sorted."""
+        base = self.path("/")
+        rel = pattern.lstrip("/")
+        try:
+            return sorted(self.logical(p) for p in base.glob(rel))
+        except (OSError, ValueError, NotImplementedError):
+            return []
+
+    def listdir(self, logical: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.path(logical)))
+        except (OSError, ValueError):
+            return []
+
+    def realpath(self, logical: str) -> str:
+        """Resolve symlinks inside the inspected system (an absolute link target stays in the root)."""
+        if self.live:
+            return os.path.realpath(logical)
+        cur = Path("/")
+        parts = Path(logical).parts[1:]
+        todo = list(parts)
+        hops = 0
+        while todo:
+            part = todo.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                cur = cur.parent
+                continue
+            cand = cur / part
+            real = self.path(str(cand))
+            if real.is_symlink() and hops < 40:
+                hops += 1
+                target = os.readlink(real)
+                if target.startswith("/"):
+                    cur = Path("/")
+                todo = list(Path(target).parts[1:] if target.startswith("/") else Path(target).parts) + todo
+                continue
+            cur = cand
+        return str(cur)
+
+    def walk_files(self, logical: str, max_files: int = 50_000) -> Iterator[str]:
+        """Every file below a directory, bounded so a huge tree cannot stall a probe."""
+        count = 0
+        for dirpath, _dirs, files in os.walk(self.path(logical)):
+            for name in files:
+                count += 1
+                if count > max_files:
+                    return
+                yield self.logical(Path(dirpath) / name)
+
+    def getenv(self, name: str) -> str | None:
+        return self.env.get(name)
+
+    def which(self, name: str) -> str | None:
+        """Find a command on the inspected system's PATH (logical path), as a shell would."""
+        if "/" in name:
+            return name if os.access(self.path(name), os.X_OK) else None
+        for d in (self.env.get("PATH") or "/usr/local/bin:/usr/bin:/bin").split(os.pathsep):
+            if not d:
+                continue
+            cand = os.path.join(d, name)
+            real = self.path(cand)
+            if real.is_file() and os.access(real, os.X_OK):
+                return cand
+        return None
+
+    def run(self, argv: Sequence[str], timeout: float | None = None) -> CmdResult:
+        """Run a command of the inspected system (resolved on its PATH) under a timeout."""
+        exe = self.which(argv[0])
+        if exe is None:
+            return CmdResult(tuple(argv), None, error="not found")
+        real_argv = [str(self.path(exe)), *argv[1:]]
+        result = self.runner(real_argv, timeout or self.timeout, self.env)
+        # Report the command the way the user would type it, not the sysroot path.
+        return CmdResult(tuple(argv), result.returncode, result.stdout, result.stderr, result.error)

@@ -1,0 +1,247 @@
+"""Driver and GPU facts: kernel module, user-space libraries, NVML, libcuda, nvidia-smi, PCI."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from doctor import parsers
+from doctor.facts import DriverInfo, Gpu, GpuProcess, LoaderInfo, MigDevice, Package, XidEvent
+from doctor.host import Host
+from doctor.probes.base import Recorder, own_python, run_python_child
+
+SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+DRIVER_PACKAGE = re.compile(
+    r"^(nvidia|libnvidia|libcuda|cuda-drivers|cuda-compat|xserver-xorg-video-nvidia|kmod-nvidia|"
+    r"firmware-nvidia|linux-modules-nvidia|linux-objects-nvidia|cudnn|libcudnn|nvidia-container)"
+)
+
+
+def run_native(host: Host, rec: Recorder, cudnn_path: str | None) -> dict[str, Any] | None:
+    """Ask NVML and libcuda in a child process (only on the running system)."""
+    if not host.live:
+        rec.error("native", "--root: the driver libraries of an inspected image are not called")
+        return None
+    args = ["--cudnn", cudnn_path] if cudnn_path else []
+    return run_python_child(host, own_python(), "native_child.py", args, host.timeout, "native", rec)
+
+
+def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loader: LoaderInfo,
+                 smi: dict[str, Any] | None, kernel: str | None) -> DriverInfo:
+    native = native or {}
+    proc = host.try_read("/proc/driver/nvidia/version")
+    parsed = parsers.parse_proc_driver_version(proc) if proc else {}
+    kernel_module = parsed.get("version")
+    if kernel_module:
+        rec.source("driver.kernel_module", "file:/proc/driver/nvidia/version")
+    else:
+        sysver = host.try_read("/sys/module/nvidia/version")
+        if sysver and sysver.strip():
+            kernel_module = sysver.strip()
+            rec.source("driver.kernel_module", "file:/sys/module/nvidia/version")
+    modules = host.try_read("/proc/modules")
+    loaded_names = {line.split(" ", 1)[0] for line in modules.splitlines()} if modules is not None else None
+    module_loaded = None if loaded_names is None else "nvidia" in loaded_names
+    if module_loaded is None and kernel_module:
+        module_loaded = True
+    flavor = parsed.get("flavor")
+    if flavor is None and module_loaded:
+        lic = host.try_read("/sys/module/nvidia/license")  # not exported by all kernels
+        if lic:
+            flavor = "open" if "GPL" in lic else "proprietary"
+
+    cuda_int = native.get("cuda_driver_version_int")
+    cuinit = None
+    if "cuinit_result" in native:
+        cuinit = f"{native.get('cuinit_name')} ({native['cuinit_result']})"
+        if native.get("cuinit_text"):
+            cuinit += f": {native['cuinit_text']}"
+        if native["cuinit_result"] == 0:
+            cuinit = None
+        rec.source("driver.cuda_init_error", "libcuda:cuInit")
+    if cuda_int:
+        rec.source("driver.cuda_driver_api", "libcuda:cuDriverGetVersion")
+    elif native.get("cuda_error"):
+        rec.error("libcuda", native["cuda_error"])
+
+    running = kernel
+    next_boot = _next_boot_kernel(host)
+    return DriverInfo(
+        kernel_module=kernel_module,
+        module_loaded=module_loaded,
+        userspace=_userspace(native, loader, smi, rec),
+        cuda_driver_api=parsers.cuda_version_from_int(cuda_int) if isinstance(cuda_int, int) else None,
+        cuda_init_error=cuinit,
+        nvml_error=native.get("nvml_error"),
+        module_flavor=flavor,
+        nouveau_loaded=None if loaded_names is None else "nouveau" in loaded_names,
+        secure_boot=_secure_boot(host, rec),
+        running_kernel=running,
+        module_for_running_kernel=_module_installed(host, running),
+        next_boot_kernel=next_boot,
+        module_for_next_boot_kernel=_module_installed(host, next_boot),
+        packages=_packages(host, rec),
+        device_nodes=host.glob("/dev/nvidia*"),
+        xid_events=_xids(host, rec),
+    )
+
+
+def _userspace(native: dict[str, Any], loader: LoaderInfo, smi: dict[str, Any] | None, rec: Recorder) -> str | None:
+    if native.get("nvml_driver_version"):
+        rec.source("driver.userspace", "nvml:nvmlSystemGetDriverVersion")
+        return str(native["nvml_driver_version"])
+    lib = loader.libcuda
+    # libcuda.so.535.104.05: the file name carries the driver version (a branch number >= 100).
+    if lib and not lib.stub and lib.version and re.fullmatch(r"[1-9]\d{2,}\.\d+(\.\d+)?", lib.version):
+        rec.source("driver.userspace", f"file:{lib.path}")
+        return lib.version
+    if smi and smi.get("driver_version"):
+        rec.source("driver.userspace", "cmd:nvidia-smi -q -x")
+        return str(smi["driver_version"])
+    return None
+
+
+def _secure_boot(host: Host, rec: Recorder) -> bool | None:
+    try:
+        data = host.read_bytes(SECURE_BOOT_VAR, 16)
+    except OSError:
+        data = b""
+    if len(data) >= 5:  # 4 bytes of attributes, then the value
+        rec.source("driver.secure_boot", f"file:{SECURE_BOOT_VAR}")
+        return data[4] == 1
+    if not host.is_dir("/sys/firmware/efi"):
+        if host.exists("/sys/firmware"):
+            rec.source("driver.secure_boot", "file:/sys/firmware (no EFI: legacy BIOS boot)")
+            return False
+        return None
+    if host.which("mokutil"):
+        result = host.run(["mokutil", "--sb-state"])
+        if result.returncode is not None and "SecureBoot" in result.stdout:
+            rec.source("driver.secure_boot", "cmd:mokutil --sb-state")
+            return "enabled" in result.stdout.lower()
+        rec.error("secure-boot", result.describe())
+    return None
+
+
+_MODULE_FILE = re.compile(r"^nvidia\.ko(\.(xz|zst|gz))?$")
+
+
+def _module_installed(host: Host, kernel: str | None) -> bool | None:
+    """Is an nvidia module built for this kernel? None when that kernel's module tree is absent."""
+    if not kernel:
+        return None
+    base = f"/lib/modules/{kernel}"
+    if not host.is_dir(base):
+        return None
+    return any(_MODULE_FILE.match(path.rsplit("/", 1)[-1]) for path in host.walk_files(base))
+
+
+def kernel_sort_key(version: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-+~_]", version))
+
+
+def _next_boot_kernel(host: Host) -> str | None:
+    """The newest installed kernel: what a default GRUB configuration boots next."""
+    kernels = [p.rsplit("/", 1)[-1][len("vmlinuz-"):] for p in host.glob("/boot/vmlinuz-*")]
+    kernels = [k for k in kernels if host.is_dir(f"/lib/modules/{k}")]
+    if not kernels:
+        return None
+    try:
+        return max(kernels, key=kernel_sort_key)
+    except TypeError:  # mixed int/str pieces: fall back to plain string order
+        return max(kernels)
+
+
+def _packages(host: Host, rec: Recorder) -> list[Package]:
+    status = host.try_read("/var/lib/dpkg/status")
+    if status is not None:
+        rec.source("driver.packages", "file:/var/lib/dpkg/status")
+        return [Package(n, v, "dpkg") for n, v in parsers.parse_dpkg_status(status) if DRIVER_PACKAGE.match(n)]
+    if host.which("rpm"):
+        result = host.run(["rpm", "-qa", "--queryformat", "%{NAME}\t%{VERSION}-%{RELEASE}\n"])
+        if result.ok:
+            rec.source("driver.packages", "cmd:rpm -qa")
+            pkgs = []
+            for line in result.stdout.splitlines():
+                name, _, version = line.partition("\t")
+                if DRIVER_PACKAGE.match(name):
+                    pkgs.append(Package(name, version or None, "rpm"))
+            return sorted(pkgs, key=lambda p: p.name)
+        rec.error("packages", result.describe())
+    return []
+
+
+def _xids(host: Host, rec: Recorder) -> list[XidEvent]:
+    text = None
+    if host.which("dmesg"):
+        result = host.run(["dmesg"])
+        if result.ok:
+            text = result.stdout
+            rec.source("driver.xid_events", "cmd:dmesg")
+        else:
+            rec.error("kernel-log", result.describe() + " (reading the kernel log needs root or CAP_SYSLOG)")
+    if text is None:
+        for path in ("/var/log/kern.log", "/var/log/messages"):
+            text = host.try_read(path)
+            if text is not None:
+                rec.source("driver.xid_events", f"file:{path}")
+                break
+    if text is None:
+        return []
+    return [XidEvent(e["xid"], e.get("pci_bus_id"), e.get("message")) for e in parsers.parse_xid_lines(text)]
+
+
+# --- GPUs -------------------------------------------------------------------------------------
+
+
+def run_smi(host: Host, rec: Recorder) -> dict[str, Any] | None:
+    if host.which("nvidia-smi") is None:
+        return None
+    result = host.run(["nvidia-smi", "-q", "-x"])
+    if not result.ok:
+        rec.error("nvidia-smi", result.describe())
+        return None
+    parsed = parsers.parse_nvidia_smi_xml(result.stdout)
+    if not parsed.get("gpus") and not parsed.get("driver_version"):
+        rec.error("nvidia-smi", "nvidia-smi -q -x: unparsable output")
+        return None
+    return parsed
+
+
+def probe_gpus(host: Host, rec: Recorder, native: dict[str, Any] | None, smi: dict[str, Any] | None) -> list[Gpu]:
+    if native and native.get("gpus"):
+        rec.source("gpus", "nvml")
+        return [_gpu(g) for g in native["gpus"]]
+    if smi and smi.get("gpus"):
+        rec.source("gpus", "cmd:nvidia-smi -q -x")
+        return [_gpu(g) for g in smi["gpus"]]
+    return scan_pci(host, rec) or []
+
+
+def _gpu(raw: dict[str, Any]) -> Gpu:
+    fields = {k: v for k, v in raw.items() if k in Gpu.__dataclass_fields__}
+    fields["processes"] = [GpuProcess(**p) for p in raw.get("processes") or []]
+    fields["mig_devices"] = [MigDevice(**m) for m in raw.get("mig_devices") or []]
+    fields["throttle_reasons"] = list(raw.get("throttle_reasons") or [])
+    return Gpu(**fields)
+
+
+def scan_pci(host: Host, rec: Recorder) -> list[Gpu] | None:
+    """GPUs on the PCI bus, found even when no driver works (vendor 0x10de, display class).
+
+    None when the PCI bus cannot be read at all (no sysfs), so "no GPU" is never guessed.
+    """
+    if not host.is_dir("/sys/bus/pci/devices"):
+        return None
+    gpus = []
+    for dev in host.glob("/sys/bus/pci/devices/*"):
+        vendor = (host.try_read(f"{dev}/vendor") or "").strip().lower()
+        klass = (host.try_read(f"{dev}/class") or "").strip().lower()
+        if vendor != "0x10de" or not klass.startswith(("0x0300", "0x0302")):
+            continue
+        device = (host.try_read(f"{dev}/device") or "").strip().lower()
+        dev_id = f"0x{device[2:].upper()}10DE" if device.startswith("0x") else None
+        gpus.append(Gpu(pci_bus_id=dev.rsplit("/", 1)[-1], pci_device_id=dev_id, source="pci"))
+    if gpus:
+        rec.source("gpus", "file:/sys/bus/pci/devices")
+    return gpus

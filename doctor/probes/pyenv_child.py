@@ -1,0 +1,144 @@
+# Runs inside the *target* Python environment (maybe an old Python): reports which GPU-relevant
+# packages are installed and hands back the raw text of the files that say how they were built.
+# It imports no framework: package metadata and a few source files read as text are enough.
+# Keep this file compatible with Python 3.6 syntax and free of third-party imports.
+#
+# With "--deep NAME" it instead imports that one framework and reports what it says at run time,
+# plus the CUDA libraries the process really mapped (from /proc/self/maps).
+import json
+import os
+import re
+import sys
+
+INTERESTING = re.compile(
+    r"^(torch|torchvision|torchaudio|tensorflow|tensorflow-cpu|tensorflow-gpu|tf-nightly|tf-keras|"
+    r"jax|jaxlib|jax-cuda\d+-plugin|jax-cuda\d+-pjrt|cupy|cupy-cuda\w+|paddlepaddle|paddlepaddle-gpu|"
+    r"onnxruntime|onnxruntime-gpu|tensorrt|tensorrt-\w+|tensorrt_\w+|nvidia-[\w-]+)$"
+)
+FILES = {
+    "torch": ["torch/version.py"],
+    "tensorflow": ["tensorflow/python/platform/build_info.py"],
+    "tensorflow-cpu": ["tensorflow/python/platform/build_info.py"],
+    "tf-nightly": ["tensorflow/python/platform/build_info.py"],
+    "jaxlib": ["jaxlib/version.py"],
+}
+
+
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def distributions():
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        import pkg_resources
+
+        for d in pkg_resources.working_set:
+            yield d.project_name, d.version, d.requires() and [str(r) for r in d.requires()], d.location
+        return
+    seen = set()
+    for d in metadata.distributions():
+        try:
+            name = d.metadata["Name"]
+        except Exception:
+            continue
+        if not name or norm(name) in seen:
+            continue
+        seen.add(norm(name))
+        base = None
+        try:
+            base = str(d.locate_file(""))
+        except Exception:
+            pass
+        yield name, d.version, d.requires or [], base
+
+
+def static():
+    out = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": []}
+    for name, version, requires, base in distributions():
+        key = norm(name)
+        if not INTERESTING.match(key):
+            continue
+        pkg = {"name": key, "version": version, "requires": [r for r in (requires or []) if "nvidia" in r],
+               "files": {}}
+        for rel in FILES.get(key, []):
+            if base:
+                path = os.path.join(base, rel)
+                try:
+                    with open(path, "rb") as fh:
+                        pkg["files"][rel] = fh.read(200000).decode("utf-8", "replace")
+                except OSError:
+                    pass
+        out["packages"].append(pkg)
+    return out
+
+
+CUDA_LIB = re.compile(r"/(lib(cudart|cudnn|cublas|cublasLt|nccl|cuda|nvrtc|cufft|cusparse|nvidia-ml)[\w.-]*\.so[\w.]*)$")
+
+
+def mapped_libs():
+    libs = []
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) >= 6 and CUDA_LIB.search(parts[-1]) and parts[-1] not in libs:
+                    libs.append(parts[-1])
+    except OSError:
+        pass
+    return libs
+
+
+def deep(name):
+    res = {"name": name}
+    try:
+        if name == "torch":
+            import torch
+
+            res["cuda"] = torch.version.cuda
+            res["is_available"] = bool(torch.cuda.is_available())
+            res["device_count"] = torch.cuda.device_count()
+            try:
+                res["arch_list"] = list(torch.cuda.get_arch_list())
+            except Exception:
+                res["arch_list"] = None
+            v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+            res["cudnn"] = str(v) if v else None
+            if res["is_available"]:
+                torch.zeros(1).cuda()
+        elif name in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
+            import tensorflow as tf
+
+            info = tf.sysconfig.get_build_info()
+            res["cuda"] = info.get("cuda_version")
+            res["cudnn"] = info.get("cudnn_version")
+            gpus = tf.config.list_physical_devices("GPU")
+            res["device_count"] = len(gpus)
+            res["is_available"] = bool(gpus)
+        elif name in ("jax", "jaxlib"):
+            import jax
+
+            devs = [d for d in jax.devices() if d.platform == "gpu"]
+            res["device_count"] = len(devs)
+            res["is_available"] = bool(devs)
+        elif name.startswith("cupy"):
+            import cupy
+
+            res["cuda"] = str(cupy.cuda.runtime.runtimeGetVersion())
+            res["device_count"] = cupy.cuda.runtime.getDeviceCount()
+            res["is_available"] = res["device_count"] > 0
+        else:
+            res["error"] = "no deep probe for %s" % name
+    except BaseException as exc:  # the error text is the finding
+        res["error"] = "%s: %s" % (type(exc).__name__, str(exc).strip()[:2000])
+    res["loaded_libraries"] = mapped_libs()
+    return res
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "--deep":
+        result = deep(sys.argv[2])
+    else:
+        result = static()
+    sys.stdout.write("\n@@GPU-DOCTOR@@" + json.dumps(result))

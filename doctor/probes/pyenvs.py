@@ -1,0 +1,146 @@
+"""Python environments and the GPU-relevant packages in them (torch, TensorFlow, JAX, nvidia-* …)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from doctor import parsers
+from doctor.facts import DeepResult, PyPackage, PythonEnv
+from doctor.host import Host
+from doctor.probes.base import Recorder, run_python_child
+
+DEEP_FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jaxlib", "cupy")
+
+
+def target_pythons(host: Host, requested: list[str]) -> list[tuple[str, str]]:
+    """The interpreters whose frameworks are checked, with why each was chosen.
+
+    gpu-doctor is often installed with pipx, so its own interpreter is the wrong default: the
+    active environment is what the user's code will run in.
+    """
+    if requested:
+        return [(interpreter_of(host, p), "--python") for p in requested]
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        prefix = host.getenv(var)
+        if prefix:
+            exe = interpreter_of(host, prefix)
+            if host.exists(exe):
+                return [(exe, var)]
+    exe = host.which("python3") or host.which("python")
+    return [(exe, "PATH")] if exe else []
+
+
+def interpreter_of(host: Host, path: str) -> str:
+    """An environment directory names its interpreter; an interpreter names itself."""
+    if host.is_dir(path):
+        for name in ("bin/python3", "bin/python", "python.exe"):
+            if host.exists(f"{path.rstrip('/')}/{name}"):
+                return f"{path.rstrip('/')}/{name}"
+        return f"{path.rstrip('/')}/bin/python"
+    return path
+
+
+def probe_env(host: Host, rec: Recorder, exe: str, origin: str, deep: bool, deep_timeout: float) -> PythonEnv:
+    raw = run_python_child(host, exe, "pyenv_child.py", [], max(host.timeout, 10.0), "python", rec)
+    if raw is None:
+        reason = rec.errors[-1].reason if rec.errors else "no answer"
+        return PythonEnv(executable=exe, origin=origin, error=reason)
+    packages = packages_from_raw(raw.get("packages") or [])
+    if deep:
+        packages = [_deepen(host, rec, exe, p, deep_timeout) for p in packages]
+    return PythonEnv(executable=exe, version=raw.get("version"), origin=origin, packages=packages)
+
+
+def _deepen(host: Host, rec: Recorder, exe: str, pkg: PyPackage, timeout: float) -> PyPackage:
+    if not (pkg.name in DEEP_FRAMEWORKS or pkg.name.startswith("cupy")):
+        return pkg
+    raw = run_python_child(host, exe, "pyenv_child.py", ["--deep", pkg.name], timeout, f"deep:{pkg.name}", rec)
+    if raw is None:
+        reason = rec.errors[-1].reason if rec.errors else "no answer"
+        return replace(pkg, deep=DeepResult(error=reason))
+    result = DeepResult(
+        is_available=raw.get("is_available"),
+        device_count=raw.get("device_count"),
+        error=raw.get("error"),
+        cuda=_s(raw.get("cuda")),
+        cudnn=_s(raw.get("cudnn")),
+        arch_list=raw.get("arch_list"),
+    )
+    return replace(pkg, deep=result, arch_list=raw.get("arch_list") or pkg.arch_list,
+                   loaded_libraries=raw.get("loaded_libraries"))
+
+
+def _s(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def packages_from_raw(raw: list[dict[str, Any]]) -> list[PyPackage]:
+    """Turn what the child found into facts: the build's CUDA, its cuDNN, CPU-only or not."""
+    names = {p.get("name") for p in raw}
+    by_name = {p.get("name"): p for p in raw}
+    out = []
+    for p in raw:
+        name = str(p.get("name"))
+        version = _s(p.get("version"))
+        files = p.get("files") or {}
+        cuda = cudnn = None
+        cpu_only: bool | None = None
+        local = version.split("+", 1)[1] if version and "+" in version else ""
+        if name == "torch":
+            info = parsers.parse_torch_version_py(files.get("torch/version.py", ""))
+            cuda = info.get("cuda")
+            if files.get("torch/version.py"):
+                cpu_only = info.get("cuda") is None and info.get("hip") is None
+            elif local == "cpu":
+                cpu_only = True
+            cudnn = _wheel_version(by_name, r"nvidia-cudnn-cu\d+")
+        elif name in ("tensorflow", "tensorflow-gpu", "tf-nightly", "tensorflow-cpu"):
+            info = parsers.parse_tf_build_info(files.get("tensorflow/python/platform/build_info.py", ""))
+            cuda, cudnn = info.get("cuda"), info.get("cudnn")
+            cpu_only = True if name == "tensorflow-cpu" else (
+                None if info.get("is_cuda_build") is None else not info["is_cuda_build"])
+        elif name == "jaxlib" or name == "jax":
+            m = re.match(r"cuda(\d+)(?:\.cudnn(\d)(\d+))?", local)
+            plugin = next((n for n in names if re.fullmatch(r"jax-cuda\d+-plugin", str(n))), None)
+            if m:
+                cuda = m.group(1)
+                cudnn = f"{m.group(2)}.{m.group(3)}" if m.group(2) else None
+                cpu_only = False
+            elif plugin:
+                cuda = re.search(r"\d+", str(plugin)).group(0)  # type: ignore[union-attr]
+                cpu_only = False
+            else:
+                cpu_only = True
+        elif name in ("torchvision", "torchaudio"):
+            m = re.fullmatch(r"cu(\d+)(\d)", local)
+            cuda = f"{m.group(1)}.{m.group(2)}" if m else None
+            cpu_only = True if local == "cpu" else None
+        elif name.startswith("cupy-cuda"):
+            m = re.fullmatch(r"cupy-cuda(\d\d)(\d|x)", name)
+            if m:
+                cuda = m.group(1) if m.group(2) == "x" else f"{m.group(1)}.{m.group(2)}"
+            cpu_only = False
+        elif name == "paddlepaddle-gpu":
+            m = re.search(r"post(\d+)(\d)$", version or "")
+            cuda = f"{m.group(1)}.{m.group(2)}" if m else None
+            cpu_only = False
+        elif name in ("paddlepaddle", "onnxruntime"):
+            cpu_only = True
+        elif name.startswith("nvidia-"):
+            m = re.search(r"-cu(\d+)$", name)
+            cuda = m.group(1) if m else None
+            if re.fullmatch(r"nvidia-cudnn-cu\d+", name):
+                cudnn = version
+            if re.fullmatch(r"nvidia-cuda-runtime-cu\d+", name) and version:
+                cuda = ".".join(version.split(".")[:2])
+        out.append(PyPackage(name=name, version=version, cuda=cuda, cudnn=cudnn, cpu_only=cpu_only))
+    return sorted(out, key=lambda x: x.name)
+
+
+def _wheel_version(by_name: dict[Any, dict[str, Any]], pattern: str) -> str | None:
+    for name, p in by_name.items():
+        if re.fullmatch(pattern, str(name)):
+            return _s(p.get("version"))
+    return None

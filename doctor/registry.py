@@ -1,0 +1,79 @@
+"""The check interface and the machinery that runs checks over facts.
+
+A check is a pure function ``(facts, ctx) -> Iterable[Finding]``. It raises :class:`Skip` when
+the facts it needs are missing (the report says why) and :class:`NotApplicable` when the rule
+does not concern this machine (no WSL, no container). A check that raises anything else becomes
+a ``doctor.check_crashed`` finding instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from doctor.facts import Facts
+from doctor.findings import Evidence, Finding
+
+
+class Skip(Exception):
+    """The facts this check needs are unknown; the message says which and why."""
+
+
+class NotApplicable(Exception):
+    """The rule does not concern this machine."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What checks may consult beside the facts. The matrix arrives with the compat issue."""
+
+    matrix: Any = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+CheckFunc = Callable[[Facts, Context], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    area: str
+    summary: str
+    func: CheckFunc
+    codes: tuple[str, ...] = ()
+
+    def run(self, facts: Facts, ctx: Context) -> tuple[str, str | None, list[Finding]]:
+        """Run the check; returns (status, reason, findings). Never raises."""
+        try:
+            found = list(self.func(facts, ctx))
+        except Skip as exc:
+            return "skipped", str(exc), []
+        except NotApplicable as exc:
+            return "not_applicable", str(exc), []
+        except Exception as exc:
+            crash = Finding(
+                code="doctor.check_crashed",
+                severity="warn",
+                title=f"The check {self.id} crashed: {type(exc).__name__}: {exc}",
+                detail="This is a bug in gpu-doctor; the other checks are unaffected. "
+                "Please report it with the output of `gpu-doctor snapshot`.",
+                evidence=[Evidence("check", self.id)],
+            )
+            return "crashed", str(exc), [replace(crash, area=self.area, check=self.id)]
+        found = [replace(f, area=f.area or self.area, check=self.id) for f in found]
+        worst = max((f.severity for f in found), key=_rank, default="ok")
+        return worst, None, found
+
+
+def _rank(sev: str) -> int:
+    return {"fail": 3, "warn": 2, "info": 1, "ok": 0}[sev]
+
+
+def check(id: str, area: str, summary: str, codes: tuple[str, ...] = ()) -> Callable[[CheckFunc], Check]:
+    """Declare a check. The registry (doctor/checks/__init__.py) lists them in report order."""
+
+    def wrap(func: CheckFunc) -> Check:
+        return Check(id=id, area=area, summary=summary, func=func, codes=codes or (id,))
+
+    return wrap

@@ -1,0 +1,1 @@
+"""Renderers: they only read a Report; no rule is decided here."""

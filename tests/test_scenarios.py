@@ -1,0 +1,207 @@
+"""Tier 3: whole-machine scenarios through the CLI with --root, one per real-world case.
+
+Each scenario is a fake sysroot (the files the probes read, recorded command outputs as fake
+binaries on the sysroot's PATH) and the findings a user must see.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from sysroot import LIBDIR, Cmd, Link, build, data, dpkg_status, driver_libs, pci_gpu, pci_other
+
+from doctor.cli import main
+
+BASE = {
+    "/etc/os-release": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n',
+    "/proc/sys/kernel/osrelease": "6.1.0-27-amd64\n",
+    "/proc/modules": "ext4 1003520 1 - Live 0x0000000000000000\n",
+    "/proc/version": "Linux version 6.1.0-27-amd64 (debian-kernel@lists.debian.org)\n",
+    "/sys/firmware/acpi/.keep": "",
+    **pci_other(),
+}
+PROC_535 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
+LOADED = "nvidia_uvm 1540096 0 - Live 0x0\nnvidia 56717312 1 nvidia_uvm, Live 0x0\n"
+SMI_A100 = data("nvidia-smi-xml/a100-sxm4-80gb-mig-535.54.03.xml")
+
+SCENARIOS: dict[str, tuple[dict, dict[str, str], list[str]]] = {
+    # name: (files, {code: severity expected}, [substrings the text report must contain])
+    "no-gpu-no-driver": (
+        {},
+        {"driver.missing": "fail"},
+        ["No NVIDIA GPU is on this machine's PCI bus"],
+    ),
+    "gpu-without-driver": (
+        pci_gpu(),
+        {"driver.missing": "fail"},
+        ["An NVIDIA GPU is present at 0000:3b:00.0 (device 0x233010DE) but no NVIDIA driver is installed"],
+    ),
+    "nouveau-holds-gpu": (
+        {**pci_gpu(), "/proc/modules": "nouveau 2306048 1 - Live 0x0\n"},
+        {"driver.missing": "fail", "nouveau.active": "fail"},
+        ["The nouveau driver is loaded", "update-initramfs -u"],
+    ),
+    "userspace-without-module-no-pci-gpu": (
+        {**driver_libs("535.309.01"),
+         "/var/lib/dpkg/status": dpkg_status(("libcuda1", "535.309.01-0+deb12u1"),
+                                             ("nvidia-smi", "535.309.01-0+deb12u1"))},
+        {"driver.not_loaded": "fail"},
+        ["NVIDIA driver 535.309.01 is installed but its kernel module is not loaded",
+         "there is no NVIDIA GPU on the PCI bus"],
+    ),
+    "mismatch-after-upgrade": (
+        {**pci_gpu(), **driver_libs("535.129.03"),
+         "/proc/driver/nvidia/version": PROC_535, "/proc/modules": LOADED,
+         "/var/lib/dpkg/status": dpkg_status(("nvidia-driver-535", "535.129.03-0ubuntu1"),
+                                             ("libnvidia-compute-535", "535.129.03-0ubuntu1")),
+         "/usr/bin/nvidia-smi": Cmd("Failed to initialize NVML: Driver/library version mismatch\n"
+                                    "NVML library version: 535.129\n", 18)},
+        {"driver.module_userspace_mismatch": "fail"},
+        ["kernel module 535.104.05 ≠ user-space 535.129.03", "apt-mark hold libnvidia-compute-535 nvidia-driver-535"],
+    ),
+    "kernel-update-without-dkms-build": (
+        {**pci_gpu(), **driver_libs("535.104.05"), "/proc/driver/nvidia/version": PROC_535, "/proc/modules": LOADED,
+         "/boot/vmlinuz-6.1.0-27-amd64": "", "/boot/vmlinuz-6.1.0-28-amd64": "",
+         "/lib/modules/6.1.0-27-amd64/updates/dkms/nvidia.ko.xz": "",
+         "/lib/modules/6.1.0-28-amd64/kernel/fs/ext4/ext4.ko.xz": "",
+         "/usr/bin/nvidia-smi": Cmd(SMI_A100)},
+        {"driver.module_missing_for_kernel": "warn", "driver.not_loaded": "ok",
+         "driver.module_userspace_mismatch": "ok"},
+        ["The next boot's kernel 6.1.0-28-amd64 has no nvidia module"],
+    ),
+    "module-not-built-for-running-kernel": (
+        {**pci_gpu(), **driver_libs("550.90.07"),
+         "/lib/modules/6.1.0-27-amd64/kernel/fs/ext4/ext4.ko.xz": "",
+         "/var/lib/dpkg/status": dpkg_status(("nvidia-driver", "550.90.07-1"))},
+        {"driver.module_missing_for_kernel": "fail", "driver.not_loaded": "fail"},
+        ["No nvidia kernel module is built for the running kernel 6.1.0-27-amd64", "dkms autoinstall"],
+    ),
+    "secure-boot-refuses-module": (
+        {**pci_gpu(), **driver_libs("550.90.07"),
+         "/lib/modules/6.1.0-27-amd64/updates/dkms/nvidia.ko": "",
+         "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c": b"\x06\x00\x00\x00\x01"},
+        {"secureboot.blocks_module": "fail", "driver.not_loaded": "fail"},
+        ["Secure Boot is on and the nvidia module is not loaded", "mokutil --import /var/lib/dkms/mok.pub"],
+    ),
+    "healthy-a100-host": (
+        {**pci_gpu(), **driver_libs("535.54.03"),
+         "/proc/driver/nvidia/version": PROC_535.replace("535.104.05", "535.54.03"), "/proc/modules": LOADED,
+         "/lib/modules/6.1.0-27-amd64/updates/dkms/nvidia.ko": "",
+         "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c": b"\x06\x00\x00\x00\x00",
+         "/usr/bin/nvidia-smi": Cmd(SMI_A100),
+         "/usr/local/cuda-12.2/version.json": '{"cuda": {"name": "CUDA SDK", "version": "12.2.2"}}',
+         "/usr/local/cuda-12.2/include/cudnn_version.h": data("cudnn/cudnn_version-9.24.0-excerpt.h"),
+         "/usr/local/cuda": Link("cuda-12.2"),
+         f"{LIBDIR}/libcudart.so.12.2.140": b"", f"{LIBDIR}/libcudart.so.12": Link("libcudart.so.12.2.140")},
+        {"driver.missing": "ok", "driver.not_loaded": "ok", "driver.module_userspace_mismatch": "ok",
+         "nouveau.active": "ok", "secureboot.blocks_module": "ok", "toolkit.missing": "ok", "cudnn.missing": "ok"},
+        ["NVIDIA driver 535.54.03 is installed", "CUDA toolkit found: 12.2.2 at /usr/local/cuda-12.2",
+         "cuDNN found: 9.24.0"],
+    ),
+    "docker-container-without-gpus": (
+        {"/.dockerenv": ""},
+        {"container.no_gpu_passthrough": "fail"},
+        ["This docker container has no GPU passed in", "docker run --gpus all"],
+    ),
+    "wsl-linux-driver-shadows-windows-libcuda": (
+        {"/proc/version": "Linux version 5.15.153.1-microsoft-standard-WSL2\n",
+         "/usr/lib/wsl/lib/libcuda.so.1": b"", **driver_libs("550.54.14"),
+         "/var/lib/dpkg/status": dpkg_status(("nvidia-driver-550", "550.54.14-0ubuntu1"))},
+        {"wsl.driver": "fail"},
+        ["A Linux NVIDIA driver inside WSL shadows the Windows driver's libcuda"],
+    ),
+    "xid-79-in-kernel-log": (
+        {**pci_gpu(), **driver_libs("535.104.05"), "/proc/driver/nvidia/version": PROC_535, "/proc/modules": LOADED,
+         "/var/log/kern.log": data("xid/nvsentinel-155-xid79-and-fallen-off-bus.txt")},
+        {"gpu.hardware_fault": "fail"},
+        ["Xid 79"],
+    ),
+}
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+                "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "KUBERNETES_SERVICE_HOST", "NO_COLOR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", "/usr/local/cuda/bin:/usr/bin:/bin")
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(args)
+    return code, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_scenario_gives_expected_findings(name: str, tmp_path: Path, clean_env: None,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    files, expected, texts = SCENARIOS[name]
+    root = build(tmp_path / "root", {**BASE, **files})
+    code, out = run_cli(["check", "--root", str(root), "--json"], capsys)
+    report = json.loads(out)
+    worst: dict[str, str] = {}
+    rank = {"ok": 0, "info": 1, "warn": 2, "fail": 3}
+    for f in report["findings"]:
+        if rank[f["severity"]] >= rank.get(worst.get(f["code"], "ok"), 0) or f["code"] not in worst:
+            worst[f["code"]] = f["severity"]
+    for code_, severity in expected.items():
+        assert worst.get(code_) == severity, (code_, worst.get(code_), [f["title"] for f in report["findings"]])
+    assert code == (1 if report["status"] == "fail" else 0)
+    _, text = run_cli(["check", "--root", str(root), "-v"], capsys)
+    for snippet in texts:
+        assert snippet in text, f"{snippet!r} not in:\n{text}"
+
+
+def test_snapshot_replays_to_the_same_findings(tmp_path: Path, clean_env: None,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    files = SCENARIOS["mismatch-after-upgrade"][0]
+    root = build(tmp_path / "root", {**BASE, **files})
+    snap = tmp_path / "facts.json"
+    assert main(["snapshot", "--root", str(root), "-o", str(snap)]) == 0
+    capsys.readouterr()
+    live_code, live = run_cli(["check", "--root", str(root), "--json"], capsys)
+    replay_code, replayed = run_cli(["check", "--facts", str(snap), "--json"], capsys)
+    strip = [(f["code"], f["severity"], f["title"]) for f in json.loads(live)["findings"]]
+    assert strip == [(f["code"], f["severity"], f["title"]) for f in json.loads(replayed)["findings"]]
+    assert live_code == replay_code == 1
+
+
+def test_root_that_is_not_a_directory_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["check", "--root", str(tmp_path / "missing")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().count("\n") == 0 and "not a directory" in err
+
+
+def test_garbage_files_become_unknowns_not_crashes(tmp_path: Path, clean_env: None,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    garbage = "\x00\xff\ufffd<gpu><<<>>> 12.a.b NVRM version: ??"
+    files = {
+        "/proc/driver/nvidia/version": garbage, "/proc/modules": garbage, "/etc/os-release": garbage,
+        "/usr/local/cuda-12.4/version.json": garbage, "/usr/local/cuda-12.4/include/cudnn_version.h": garbage,
+        "/var/lib/dpkg/status": garbage, "/usr/bin/nvidia-smi": Cmd(garbage), "/usr/bin/nvcc": Cmd(garbage),
+        "/usr/bin/gcc": Cmd(garbage), "/sys/bus/pci/devices/0000:3b:00.0/vendor": garbage,
+    }
+    root = build(tmp_path / "root", {**BASE, **files})
+    code, out = run_cli(["check", "--root", str(root), "--json"], capsys)
+    report = json.loads(out)
+    assert code in (0, 1)
+    assert not [f for f in report["findings"] if f["code"] == "doctor.check_crashed"]
+    assert report["facts"]["driver"]["kernel_module"] is None
+
+
+def test_hanging_nvidia_smi_is_reported_as_a_timeout(tmp_path: Path, clean_env: None,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    root = build(tmp_path / "root", {**BASE, **pci_gpu()})
+    smi = root / "usr/bin/nvidia-smi"
+    smi.parent.mkdir(parents=True, exist_ok=True)
+    smi.write_text("#!/bin/sh\nsleep 30\necho never\n")  # a wrapper whose child hangs
+    smi.chmod(0o755)
+    started = time.monotonic()
+    _code, out = run_cli(["check", "--root", str(root), "--json", "--timeout", "0.5"], capsys)
+    assert time.monotonic() - started < 10
+    errors = json.loads(out)["facts"]["errors"]
+    assert any("nvidia-smi" in e["reason"] and "timed out after 0.5s" in e["reason"] for e in errors), errors
