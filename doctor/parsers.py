@@ -238,8 +238,10 @@ _ABSENT = frozenset(
         "requested functionality has been deprecated",
     }
 )
-_THROTTLE_BLOCKS = (("clocks_event_reasons", "clocks_event_reason_"),
-                    ("clocks_throttle_reasons", "clocks_throttle_reason_"))
+_THROTTLE_BLOCKS = (
+    ("clocks_event_reasons", "clocks_event_reason_"),
+    ("clocks_throttle_reasons", "clocks_throttle_reason_"),
+)
 
 
 def _empty_smi() -> dict[str, Any]:
@@ -390,9 +392,7 @@ def _ecc_uncorrected(volatile: ET.Element | None) -> int | None:
     if double_bit is not None:
         return _leading_int(_text(double_bit, "total"))
     values = [
-        _leading_int(_clean(leaf.text))
-        for leaf in volatile.iter()
-        if "uncorrectable" in leaf.tag and len(leaf) == 0
+        _leading_int(_clean(leaf.text)) for leaf in volatile.iter() if "uncorrectable" in leaf.tag and len(leaf) == 0
     ]
     counted = [v for v in values if v is not None]
     return sum(counted) if counted else None
