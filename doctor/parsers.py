@@ -458,13 +458,14 @@ def _smi_mig_device(mig: ET.Element) -> dict[str, Any]:
 
 # --- frameworks --------------------------------------------------------------------------------
 
-_ASSIGNMENT = re.compile(r"^([A-Za-z_]\w{0,63})[ \t]*(?::[^=\n]*)?=[ \t]*(.*?)[ \t]*\r?$", re.MULTILINE)
+_ASSIGNMENT = re.compile(r"^([A-Za-z_]\w{0,63})[ \t]*(?::[^=\n]*)?=([^\n]*)$", re.MULTILINE)
 
 
 def _assignments(text: str) -> dict[str, str | None]:
     """Module-level `name = 'literal'` / `name: T = None` lines -> {name: value}; first one wins."""
     found: dict[str, str | None] = {}
     for name, raw in _ASSIGNMENT.findall(text):
+        raw = raw.strip()
         if name in found:
             continue
         literal = re.fullmatch(r"""(['"])(.*)\1""", raw)
@@ -528,18 +529,25 @@ def parse_tf_build_info(text: str) -> dict[str, Any]:
 
 
 def _tf_build_info_dict(text: str) -> dict[str, Any] | None:
-    match = re.search(r"^build_info\s*=\s*(?:collections\.OrderedDict\()?(.*?)\)?\s*$", text, re.MULTILINE)
-    if not match or len(match.group(1)) > 100_000:
+    match = re.search(r"^build_info[ \t]*=([^\n]*)", text, re.MULTILINE)
+    if not match:
         return None
-    try:
-        literal = ast.literal_eval(match.group(1))
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        literal = None
+    rhs = match.group(1).strip()
+    for wrapper in ("collections.OrderedDict(", "OrderedDict(", "dict("):
+        if rhs.startswith(wrapper) and rhs.endswith(")"):
+            rhs = rhs[len(wrapper) : -1]
+            break
+    literal: Any = None
+    if len(rhs) <= 100_000:
+        try:
+            literal = ast.literal_eval(rhs)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            literal = None
     if isinstance(literal, dict):
         return literal
     if isinstance(literal, list):
-        return {k: v for k, v in (p for p in literal if isinstance(p, tuple) and len(p) == 2)}
-    # Truncated or reformatted: pick the pairs we need one by one.
+        return dict(p for p in literal if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str))
+    # Cut short or reformatted: pick the pairs we need one by one.
     pairs: dict[str, Any] = {}
     for key, raw in re.findall(
         r"""['"](cuda_version|cudnn_version|is_cuda_build)['"]\s*[,:]\s*('[^'\n]*'|"[^"\n]*"|True|False|None)""",
@@ -611,7 +619,7 @@ def parse_xid_lines(text: str) -> list[dict[str, Any]]:
     return events
 
 
-_LDCONFIG_LINE = re.compile(r"^[ \t]*(\S+)[ \t]+\(([^)\n]*)\)[ \t]*=>[ \t]*(\S[^\n]*?)[ \t]*$", re.MULTILINE)
+_LDCONFIG_LINE = re.compile(r"^[ \t]*(\S+)[ \t]+\(([^)\n]*)\)[ \t]*=>([^\n]*)$", re.MULTILINE)
 
 
 @_never_raise(list)
@@ -619,7 +627,8 @@ def parse_ldconfig_p(text: str) -> list[tuple[str, str]]:
     """`ldconfig -p` -> [(soname, path)], cache order; the header and "(libc6,x86-64)" flags dropped."""
     if not isinstance(text, str):
         return []
-    return [(name, path) for name, _flags, path in _LDCONFIG_LINE.findall(text)]
+    entries = ((name, path.strip()) for name, _flags, path in _LDCONFIG_LINE.findall(text))
+    return [(name, path) for name, path in entries if path]
 
 
 @_never_raise(_none)

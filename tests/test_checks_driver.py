@@ -222,7 +222,7 @@ def test_mismatch_names_both_versions_and_holds_packages() -> None:
     assert commands(f) == [
         ["reboot"],
         ["sh", "-c", "rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia"],
-        ["apt-mark", "hold", "nvidia-driver-550", "libnvidia-compute-550"],
+        ["apt-mark", "hold", "libnvidia-compute-550", "nvidia-driver-550"],
     ]
     assert f.fix is not None
     assert [s.risk for s in f.fix.steps] == ["reboot", "restart", "safe"]

@@ -122,6 +122,113 @@ SCENARIOS: dict[str, tuple[dict, dict[str, str], list[str]]] = {
 }
 
 
+
+def fake_python(*packages: dict) -> Cmd:
+    """An interpreter on the sysroot's PATH that answers the environment probe with recorded packages."""
+    payload = {"executable": "/usr/bin/python3", "version": "3.11.2", "packages": list(packages)}
+    return Cmd("\n@@GPU-DOCTOR@@" + json.dumps(payload))
+
+
+TORCH_CPU = {"name": "torch", "version": "2.13.0+cpu", "requires": [],
+             "files": {"torch/version.py": data("torch-version-py/torch-2.13.0+cpu.py.txt")}}
+TF_215 = {"name": "tensorflow", "version": "2.15.1", "requires": [],
+          "files": {"tensorflow/python/platform/build_info.py": data("tf-build-info/tensorflow-2.15.1-linux.py.txt")}}
+A100_HOT = SMI_A100.replace(
+    "<clocks_event_reason_hw_thermal_slowdown>Not Active</clocks_event_reason_hw_thermal_slowdown>",
+    "<clocks_event_reason_hw_thermal_slowdown>Active</clocks_event_reason_hw_thermal_slowdown>")
+LOADED_HOST = {**pci_gpu(), **driver_libs("535.104.05"), "/proc/driver/nvidia/version": PROC_535,
+               "/proc/modules": LOADED}
+
+MORE: dict[str, tuple[dict, dict[str, str], list[str], dict[str, str]]] = {
+    # name: (files, expected severities, text snippets, environment variables)
+    "cpu-torch-on-a-gpu-host": (
+        {**LOADED_HOST, "/usr/bin/nvidia-smi": Cmd(SMI_A100), "/usr/bin/python3": fake_python(TORCH_CPU)},
+        {"framework.cpu_only_build": "fail", "toolkit.missing": "warn"},
+        ["torch 2.13.0+cpu in /usr/bin/python3 is a CPU-only build", "--index-url https://download.pytorch.org/whl/"],
+        {},
+    ),
+    "tensorflow-gpu-build-without-cuda-or-cudnn": (
+        {**LOADED_HOST, "/usr/bin/nvidia-smi": Cmd(SMI_A100), "/usr/bin/python3": fake_python(TF_215)},
+        {"cudnn.missing": "fail", "toolkit.missing": "fail", "framework.cpu_only_build": "ok"},
+        ["No cuDNN is installed, and tensorflow 2.15.1 needs one", "tensorflow 2.15.1 is a CUDA build (CUDA 12.2)"],
+        {},
+    ),
+    "a10g-link-trained-at-x8": (
+        {**LOADED_HOST, "/usr/bin/nvidia-smi": Cmd(data("nvidia-smi-xml/a10g-515.105.01.xml"))},
+        {"gpu.pcie_degraded": "warn"},
+        ["GPU 0 (NVIDIA A10G): PCIe link runs at x8 of x16"],
+        {},
+    ),
+    "rtx3080-memory-held-by-someone-else": (
+        {**LOADED_HOST, "/usr/bin/nvidia-smi": Cmd(data("nvidia-smi-xml/geforce-rtx-3080-595.58.03.xml"))},
+        {"gpu.memory_in_use": "warn"},
+        ["GPU 0 (NVIDIA GeForce RTX 3080): 9184 of 10240 MiB (90%) already in use"],
+        {},
+    ),
+    "a100-thermal-slowdown": (
+        {**LOADED_HOST, "/usr/bin/nvidia-smi": Cmd(A100_HOT)},
+        {"gpu.throttling": "warn", "gpu.hardware_fault": "ok", "gpu.pcie_degraded": "ok"},
+        ["GPU 0 (NVIDIA A100-SXM4-80GB) is throttled: hardware thermal slowdown"],
+        {},
+    ),
+    "two-p100s-numbered-differently": (
+        {**LOADED_HOST, "/usr/bin/nvidia-smi": Cmd(data("nvidia-smi-xml/tesla-p100-x2-375.66.xml"))},
+        {"env.device_order": "warn", "env.cuda_visible_devices": "fail"},
+        ["without CUDA_DEVICE_ORDER=PCI_BUS_ID", "0000:04:00.0", "GPU-46915a82-3fd2-8e11-ae26-a80b607c04f3",
+         "CUDA_VISIBLE_DEVICES=2 names '2', which is not one of the 2 GPU(s) here"],
+        {"CUDA_VISIBLE_DEVICES": "2"},
+    ),
+    "empty-cuda-visible-devices": (
+        {**LOADED_HOST, "/usr/bin/nvidia-smi": Cmd(SMI_A100)},
+        {"env.cuda_visible_devices": "fail"},
+        ["CUDA_VISIBLE_DEVICES='' hides every GPU from CUDA"],
+        {"CUDA_VISIBLE_DEVICES": ""},
+    ),
+    "cuda-home-and-nvcc-disagree": (
+        {**LOADED_HOST,
+         "/usr/local/cuda-11.8/version.txt": data("cuda-version-txt/cuda-11.0.207.txt").replace("11.0.207", "11.8.89"),
+         "/usr/local/cuda-12.4/version.json": '{"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}',
+         "/usr/local/cuda-12.4/bin/nvcc": Cmd(data("nvcc/debian12-nvidia-cuda-toolkit-11.8.89.txt")
+                                              .replace("11.8", "12.4")),
+         "/usr/local/cuda-11.8/bin/nvcc": Cmd(data("nvcc/debian12-nvidia-cuda-toolkit-11.8.89.txt"))},
+        {"toolkit.multiple_conflicting": "warn", "toolkit.path_not_set": "ok"},
+        ["Several CUDA versions are mixed: nvcc on PATH is CUDA 12.4", "CUDA_HOME is CUDA 11.8"],
+        {"CUDA_HOME": "/usr/local/cuda-11.8", "PATH": "/usr/local/cuda-12.4/bin:/usr/bin:/bin"},
+    ),
+    "toolkit-installed-but-not-on-path": (
+        {**LOADED_HOST, "/usr/local/cuda-12.4/version.json": '{"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}',
+         "/usr/local/cuda-12.4/bin/nvcc": Cmd(data("nvcc/debian12-nvidia-cuda-toolkit-11.8.89.txt")
+                                              .replace("11.8", "12.4"))},
+        {"toolkit.path_not_set": "warn"},
+        ["CUDA 12.4.1 is installed at /usr/local/cuda-12.4 but nvcc is not on PATH",
+         'export PATH="/usr/local/cuda-12.4/bin:$PATH"'],
+        {"PATH": "/usr/bin:/bin"},
+    ),
+    "docker-host-without-container-toolkit": (
+        {**LOADED_HOST, "/usr/bin/docker": Cmd("Docker version 28.2.2\n"), "/usr/bin/nvidia-smi": Cmd(SMI_A100)},
+        {"container.toolkit_missing": "warn"},
+        ["docker is installed but the NVIDIA container toolkit is not", "nvidia-ctk runtime configure --runtime=docker"],
+        {},
+    ),
+    "docker-host-with-configured-toolkit": (
+        {**LOADED_HOST, "/usr/bin/docker": Cmd("Docker version 28.2.2\n"), "/usr/bin/nvidia-smi": Cmd(SMI_A100),
+         "/usr/bin/nvidia-ctk": Cmd("NVIDIA Container Toolkit CLI version 1.17.8\ncommit: f202b80\n"),
+         "/etc/docker/daemon.json": '{"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}}'},
+        {"container.toolkit_missing": "ok"},
+        ["NVIDIA container toolkit 1.17.8 is installed for docker"],
+        {},
+    ),
+    "wsl-with-windows-driver-only": (
+        {"/proc/version": "Linux version 5.15.153.1-microsoft-standard-WSL2\n",
+         "/usr/lib/wsl/lib/libcuda.so.1": b"", "/etc/ld.so.conf.d/ld.wsl.conf": "/usr/lib/wsl/lib\n",
+         "/etc/ld.so.conf": "include /etc/ld.so.conf.d/*.conf\n"},
+        {"wsl.driver": "ok"},
+        ["WSL2 uses the Windows driver's libcuda from /usr/lib/wsl/lib"],
+        {},
+    ),
+}
+
+
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
@@ -153,6 +260,19 @@ def test_scenario_gives_expected_findings(name: str, tmp_path: Path, clean_env: 
     _, text = run_cli(["check", "--root", str(root), "-v"], capsys)
     for snippet in texts:
         assert snippet in text, f"{snippet!r} not in:\n{text}"
+
+
+@pytest.mark.parametrize("name", list(MORE))
+def test_more_scenarios(name: str, tmp_path: Path, clean_env: None, monkeypatch: pytest.MonkeyPatch,
+                        capsys: pytest.CaptureFixture[str]) -> None:
+    files, expected, texts, env = MORE[name]
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    SCENARIOS[name] = (files, expected, texts)
+    try:
+        test_scenario_gives_expected_findings(name, tmp_path, clean_env, capsys)
+    finally:
+        del SCENARIOS[name]
 
 
 def test_snapshot_replays_to_the_same_findings(tmp_path: Path, clean_env: None,
