@@ -114,7 +114,7 @@ class Gpu:
     pcie_gen_max: int | None = None
     pcie_width_current: int | None = None
     pcie_width_max: int | None = None
-    throttle_reasons: list[str] = field(default_factory=list)
+    throttle_reasons: list[str] | None = None  # active slowdown reasons; None when unknown
     processes: list[GpuProcess] = field(default_factory=list)
     mig_devices: list[MigDevice] = field(default_factory=list)
     source: str | None = None  # nvml | nvidia-smi | pci

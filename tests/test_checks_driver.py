@@ -103,15 +103,11 @@ def test_missing_is_not_applicable_inside_a_container() -> None:
     assert findings == []
 
 
-@pytest.mark.xfail(reason="BUG: driver.missing says 'An NVIDIA GPU is present' when the PCI bus was "
-                   "unreadable (pci_nvidia_gpus=None) and no GPU is known", strict=True)
 def test_missing_with_unknown_pci_bus_does_not_claim_a_gpu_is_present() -> None:
     result, findings = outcome(make_facts(**NO_DRIVER, gpus=[], host__pci_nvidia_gpus=None), "driver.missing")
     assert result.status == "skipped" or "GPU is present" not in findings[0].title
 
 
-@pytest.mark.xfail(reason="BUG: driver.missing titles 'NVIDIA driver None is installed' when only the "
-                   "driver package is known", strict=True)
 def test_missing_with_only_the_driver_package_known_names_no_none_version() -> None:
     facts = make_facts(driver__userspace=None, driver__kernel_module=None,
                        driver__packages=[Package("nvidia-driver-550", "550.90.07-0ubuntu1", "dpkg")])
@@ -297,8 +293,6 @@ def test_module_for_kernel_skips_when_module_trees_are_unreadable() -> None:
     assert findings == []
 
 
-@pytest.mark.xfail(reason="BUG: the fix for a module missing for the *running* kernel installs the headers "
-                   "of the next-boot kernel when the two differ", strict=True)
 def test_module_missing_for_running_kernel_installs_the_running_kernels_headers() -> None:
     f = only(make_facts(driver__module_for_running_kernel=False, driver__module_loaded=False,
                         driver__next_boot_kernel=NEXT, driver__module_for_next_boot_kernel=True),
@@ -306,9 +300,6 @@ def test_module_missing_for_running_kernel_installs_the_running_kernels_headers(
     assert ["apt-get", "install", "-y", "linux-headers-5.15.0-105-generic"] in commands(f)
 
 
-@pytest.mark.xfail(reason="BUG: a loaded module whose files are gone for the running (= next boot) kernel "
-                   "is reported ok as 'installed for the running kernel'; the GPU vanishes at reboot",
-                   strict=True)
 def test_module_loaded_but_not_installed_for_the_kernel_is_not_ok() -> None:
     f = only(make_facts(driver__module_for_running_kernel=False, driver__module_for_next_boot_kernel=False),
              "driver.module_missing_for_kernel")

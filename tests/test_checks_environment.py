@@ -105,8 +105,6 @@ def test_cpu_only_build_skips_when_the_environment_could_not_be_inspected() -> N
     assert findings == []
 
 
-@pytest.mark.xfail(reason="BUG: framework.cpu_only_build reports status 'ok' with no finding when no "
-                   "framework's build kind is known (cpu_only=None), instead of 'skipped'", strict=True)
 def test_cpu_only_build_unknown_for_every_framework_skips() -> None:
     facts = make_facts(python_envs=env_with(PyPackage("torch", "2.5.1", cpu_only=None)))
     result, findings = outcome(facts, "framework.cpu_only_build")
@@ -316,16 +314,12 @@ def test_container_toolkit_not_applicable(facts: Facts, why: str) -> None:
     assert findings == []
 
 
-@pytest.mark.xfail(reason="BUG: engines are sorted, so on a Docker host (which always has containerd too) "
-                   "the fix configures and restarts containerd instead of docker", strict=True)
 def test_docker_host_with_containerd_configures_docker() -> None:
     f = only(with_toolkit(engines=["containerd", "docker"], runtime_configured=False), "container.toolkit_missing")
     assert ["nvidia-ctk", "runtime", "configure", "--runtime=docker"] in commands(f)
     assert ["systemctl", "restart", "docker"] in commands(f)
 
 
-@pytest.mark.xfail(reason="BUG: on a podman-only host the fix runs docker's steps (`--runtime=docker`, "
-                   "`systemctl restart docker`) or `--runtime=podman`; podman needs a CDI spec", strict=True)
 @pytest.mark.parametrize("installed", [False, True])
 def test_podman_host_fix_generates_a_cdi_spec(installed: bool) -> None:
     f = only(with_toolkit(engines=["podman"], installed=installed, runtime_configured=False),
@@ -334,8 +328,6 @@ def test_podman_host_fix_generates_a_cdi_spec(installed: bool) -> None:
     assert not any("docker" in " ".join(cmd) for cmd in commands(f))
 
 
-@pytest.mark.xfail(reason="BUG: when the container toolkit is not installed, the fix steps start with "
-                   "`nvidia-ctk`, which that very package provides; no step installs it", strict=True)
 def test_missing_container_toolkit_is_installed_before_nvidia_ctk_runs() -> None:
     f = only(with_toolkit(installed=False, version=None, runtime_configured=False), "container.toolkit_missing")
     cmds = [" ".join(c) for c in commands(f)]
@@ -345,9 +337,6 @@ def test_missing_container_toolkit_is_installed_before_nvidia_ctk_runs() -> None
     assert install < first_ctk
 
 
-@pytest.mark.xfail(reason="BUG: an unknown container-toolkit state on a host (container_toolkit=None, "
-                   "not in a container) is 'not_applicable: inside a container' instead of skipped",
-                   strict=True)
 def test_unknown_container_toolkit_on_a_host_skips() -> None:
     result, _ = outcome(make_facts(host__container_toolkit=None), "container.toolkit_missing")
     assert result.status == "skipped"

@@ -110,8 +110,6 @@ def test_memory_half_used_is_already_a_warning() -> None:
     assert "(50%)" in f.title
 
 
-@pytest.mark.xfail(reason="BUG: gpu.memory_in_use reports status 'ok' with no finding when no GPU's memory "
-                   "use is known, instead of 'skipped' with a reason", strict=True)
 def test_memory_unknown_on_every_gpu_skips_with_a_reason() -> None:
     result, findings = outcome(make_facts(gpu__memory_used_mib=None), "gpu.memory_in_use")
     assert result.status == "skipped"
@@ -199,21 +197,18 @@ def test_catalogued_xid_severity_follows_its_class(klass: str, severity: str) ->
     row = catalog_row(**{"class": klass})
     f = only(make_facts(gpus=[], driver__xid_events=[XidEvent(row["xid"], BUS)]), "gpu.hardware_fault")
     assert f.severity == severity
-    assert f.title == f"Kernel log: Xid {row['xid']} on GPU {BUS} ({row['description']}), 1×: a {klass} fault"
-    assert f"classes this one as a {klass} fault" in f.detail
+    kind = {"application": "an application fault", "info": "informational"}.get(klass, f"a {klass} fault")
+    assert f.title == f"Kernel log: Xid {row['xid']} on GPU {BUS} ({row['description']}), 1×: {kind}"
+    assert f"classes this one as {kind}" in f.detail
     assert any(e.fact == "compat/xid.toml" and e.source == row["source"] for e in f.evidence)
 
 
-@pytest.mark.xfail(reason="BUG: Xid fix text goes through str.capitalize(), which lower-cases the rest "
-                   "(\"See nvidia's xid catalog\") and the summary ends in '..'", strict=True)
 def test_uncatalogued_xid_fix_keeps_its_words() -> None:
     f = only(make_facts(gpus=[], driver__xid_events=[XidEvent(99999, BUS)]), "gpu.hardware_fault")
     assert f.fix is not None
     assert f.fix.summary == "See NVIDIA's Xid catalog for this code."
 
 
-@pytest.mark.xfail(reason="BUG: Xid fix text goes through str.capitalize(), which turns "
-                   "`nvidia-smi -r -i N` into `nvidia-smi -r -i n` and GPU into gpu", strict=True)
 def test_catalogued_xid_fix_quotes_the_reset_command_exactly() -> None:
     row = catalog_row(action="reset_gpu")
     f = only(make_facts(gpus=[], driver__xid_events=[XidEvent(row["xid"], BUS)]), "gpu.hardware_fault")
@@ -222,8 +217,6 @@ def test_catalogued_xid_fix_quotes_the_reset_command_exactly() -> None:
     assert f.fix.summary == ACTION_TEXT["reset_gpu"][0].upper() + ACTION_TEXT["reset_gpu"][1:] + "."
 
 
-@pytest.mark.xfail(reason="BUG: with ECC, retirement and remap state all unknown (None) gpu.hardware_fault "
-                   "still says 'no uncorrectable ECC errors' instead of skipping", strict=True)
 def test_hardware_fault_with_unknown_memory_error_state_skips() -> None:
     facts = make_facts(gpu__ecc_uncorrected=None, gpu__retired_pages_pending=None,
                        gpu__remapped_rows_pending=None)
@@ -293,8 +286,6 @@ def test_pcie_unknown_generation_shows_question_marks() -> None:
     assert f.title.endswith("PCIe x16, gen ? (max ?)")
 
 
-@pytest.mark.xfail(reason="BUG: gpu.pcie_degraded reports status 'ok' with no finding when no GPU's link "
-                   "width is known, instead of 'skipped' with a reason", strict=True)
 def test_pcie_unknown_width_skips_with_a_reason() -> None:
     result, findings = outcome(make_facts(gpu__pcie_width_current=None, gpu__pcie_width_max=None),
                                "gpu.pcie_degraded")

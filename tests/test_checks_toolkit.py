@@ -220,8 +220,6 @@ def test_cudnn_not_applicable_when_nothing_needs_a_system_cudnn(envs: list[Pytho
     assert findings == []
 
 
-@pytest.mark.xfail(reason="BUG: cudnn.missing always tells you to `pip install nvidia-cudnn-cu12`, even for "
-                   "a framework built against CUDA 11", strict=True)
 def test_cudnn_fix_matches_a_cuda_11_framework_build() -> None:
     tf_cu11 = PyPackage("tensorflow", "2.11.0", cuda="11.2", cudnn="8", cpu_only=False)
     f = only(make_facts(cudnn=[], python_envs=env_with(tf_cu11)), "cudnn.missing")

@@ -207,7 +207,8 @@ MORE: dict[str, tuple[dict, dict[str, str], list[str], dict[str, str]]] = {
     "docker-host-without-container-toolkit": (
         {**LOADED_HOST, "/usr/bin/docker": Cmd("Docker version 28.2.2\n"), "/usr/bin/nvidia-smi": Cmd(SMI_A100)},
         {"container.toolkit_missing": "warn"},
-        ["docker is installed but the NVIDIA container toolkit is not", "nvidia-ctk runtime configure --runtime=docker"],
+        ["docker is installed but the NVIDIA container toolkit is not",
+         "nvidia-ctk runtime configure --runtime=docker"],
         {},
     ),
     "docker-host-with-configured-toolkit": (

@@ -21,7 +21,8 @@ def _pci_list(facts: Facts) -> str:
 def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     d = facts.driver
     if driver_installed(facts):
-        version = d.userspace or d.kernel_module
+        pkg = next((p for p in d.packages if p.name.startswith(("nvidia-driver", "cuda-drivers"))), None)
+        version = d.userspace or d.kernel_module or (f"package {pkg.name} {pkg.version or ''}".strip() if pkg else "")
         yield ok("driver.missing", f"NVIDIA driver {version} is installed",
                  ev(facts, "driver.userspace"), ev(facts, "driver.kernel_module"))
         return
@@ -35,6 +36,16 @@ def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "seated or not powered. Installing a driver will not help until the GPU appears in `lspci`.",
             [ev(facts, "host.pci_nvidia_gpus")],
             fix="Attach a GPU to this machine (instance type / passthrough / card seating), then install a driver.",
+        )
+        return
+    if facts.host.pci_nvidia_gpus is None and not facts.gpus:
+        yield finding(
+            "driver.missing", "fail", "No NVIDIA driver is installed",
+            "Neither NVIDIA's user-space libraries nor its kernel module were found. Whether a GPU is attached "
+            "is unknown here: the PCI bus could not be read.",
+            [ev(facts, "driver.userspace"), ev(facts, "driver.kernel_module"), ev(facts, "host.pci_nvidia_gpus")],
+            fix="Check `lspci -nn | grep -i nvidia` for the GPU, then install the NVIDIA driver "
+                "(`gpu-doctor fix` writes the commands).",
         )
         return
     where = f" at {_pci_list(facts)}" if facts.gpus else ""
@@ -134,9 +145,23 @@ def module_missing_for_kernel(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise NotApplicable("no NVIDIA driver installed")
     if d.module_for_running_kernel is None and d.module_for_next_boot_kernel is None:
         raise Skip("the module trees under /lib/modules for these kernels are not readable here")
-    headers = FixStep(["apt-get", "install", "-y", f"linux-headers-{d.next_boot_kernel or d.running_kernel}"],
-                      root=True, risk="safe", note="Debian/Ubuntu; dnf: kernel-devel-<version>")
-    if d.module_for_running_kernel is False and not d.module_loaded:
+    def headers(kernel: str | None) -> FixStep:
+        return FixStep(["apt-get", "install", "-y", f"linux-headers-{kernel}"], root=True, risk="safe",
+                       note="Debian/Ubuntu; dnf: kernel-devel-<version>")
+
+    rebuild = [headers(d.running_kernel), FixStep(["dkms", "autoinstall"], root=True, risk="safe")]
+    if d.module_for_running_kernel is False and d.module_loaded:
+        yield finding(
+            "driver.module_missing_for_kernel", "warn",
+            f"The nvidia module is loaded but no longer installed for kernel {d.running_kernel}: "
+            "the GPU will be gone after a reboot",
+            "The module files under /lib/modules were removed (a driver package removed or a failed upgrade) "
+            "while the old module stays in memory until the next boot.",
+            [ev(facts, "driver.module_loaded"), ev(facts, "driver.module_for_running_kernel")],
+            fix="Reinstall the driver package or rebuild the module with DKMS before rebooting.",
+            steps=rebuild,
+        )
+    elif d.module_for_running_kernel is False:
         yield finding(
             "driver.module_missing_for_kernel", "fail",
             f"No nvidia kernel module is built for the running kernel {d.running_kernel}",
@@ -144,7 +169,7 @@ def module_missing_for_kernel(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "error); `dkms status` and /var/lib/dkms/nvidia/*/build/make.log say which.",
             [ev(facts, "driver.running_kernel"), ev(facts, "driver.module_for_running_kernel")],
             fix="Install this kernel's headers and rebuild the module with DKMS.",
-            steps=[headers, FixStep(["dkms", "autoinstall"], root=True, risk="safe")],
+            steps=rebuild,
         )
     elif d.module_for_next_boot_kernel is False and d.next_boot_kernel != d.running_kernel:
         yield finding(
@@ -155,7 +180,8 @@ def module_missing_for_kernel(facts: Facts, ctx: Context) -> Iterator[Finding]:
             [ev(facts, "driver.next_boot_kernel"), ev(facts, "driver.module_for_next_boot_kernel"),
              ev(facts, "driver.running_kernel")],
             fix="Build the module for the new kernel before rebooting.",
-            steps=[headers, FixStep(["dkms", "autoinstall", "-k", d.next_boot_kernel or ""], root=True)],
+            steps=[headers(d.next_boot_kernel), FixStep(["dkms", "autoinstall", "-k", d.next_boot_kernel or ""],
+                                                        root=True)],
         )
     else:
         yield ok("driver.module_missing_for_kernel",

@@ -21,6 +21,9 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
         if broken:
             raise Skip(f"the Python environment {broken[0].executable} could not be inspected: {broken[0].error}")
         raise NotApplicable("no PyTorch, TensorFlow or JAX in the checked Python environment(s)")
+    if all(pkg.cpu_only is None for _exe, pkg in fw):
+        raise Skip("whether the installed frameworks are CPU or GPU builds is unknown (their build files were "
+                   "not readable)")
     gpu_expected = gpu_present(facts) or driver_installed(facts)
     for exe, pkg in fw:
         if pkg.cpu_only is None:
@@ -196,8 +199,10 @@ def no_gpu_passthrough(facts: Facts, ctx: Context) -> Iterator[Finding]:
        "toolkit configured.")
 def container_toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     ct = facts.host.container_toolkit
-    if facts.host.container or ct is None:
+    if facts.host.container:
         raise NotApplicable("inside a container")
+    if ct is None:
+        raise Skip("the container engines and the NVIDIA container toolkit were not probed")
     if not ct.engines:
         raise NotApplicable("no container engine installed")
     if not gpu_present(facts):
@@ -206,14 +211,14 @@ def container_toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 ev(facts, "host.container_toolkit.installed", ct.installed),
                 ev(facts, "host.container_toolkit.runtime_configured", ct.runtime_configured)]
     engines = ", ".join(ct.engines)
+    steps = _toolkit_steps(ct.engines, install=not ct.installed)
     if not ct.installed:
         yield finding(
             "container.toolkit_missing", "warn",
             f"{engines} is installed but the NVIDIA container toolkit is not: containers cannot get the GPU",
             "`docker run --gpus all` fails with 'could not select device driver \"\" with capabilities: [[gpu]]'.",
-            evidence, fix="Install nvidia-container-toolkit from NVIDIA's repository, then configure the runtime.",
-            steps=[FixStep(["nvidia-ctk", "runtime", "configure", "--runtime=docker"], root=True),
-                   FixStep(["systemctl", "restart", "docker"], root=True, risk="restart")],
+            evidence, fix="Install nvidia-container-toolkit from NVIDIA's repository, then configure the engine.",
+            steps=steps,
         )
     elif ct.runtime_configured is False:
         yield finding(
@@ -222,12 +227,33 @@ def container_toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "The engine's configuration has no nvidia runtime (or CDI spec), so GPU requests fail with "
             "'could not select device driver \"\" with capabilities: [[gpu]]'.",
             evidence, fix="Configure the engine and restart it.",
-            steps=[FixStep(["nvidia-ctk", "runtime", "configure", f"--runtime={ct.engines[0]}"], root=True),
-                   FixStep(["systemctl", "restart", ct.engines[0]], root=True, risk="restart")],
+            steps=steps,
         )
     else:
         yield ok("container.toolkit_missing", f"NVIDIA container toolkit {ct.version or ''} is installed for "
                  f"{engines}".replace("  ", " "), *evidence)
+
+
+ENGINE_PRIORITY = ("docker", "podman", "containerd", "cri-o")
+
+
+def _toolkit_steps(engines: list[str], install: bool) -> list[FixStep]:
+    """What NVIDIA's container toolkit guide says to run for the engine users start GPU containers with.
+
+    Docker also ships containerd, so docker comes first; podman (and CRI-O) use CDI specs instead of
+    a runtime entry.
+    """
+    engine = min(engines, key=lambda e: ENGINE_PRIORITY.index(e) if e in ENGINE_PRIORITY else 99)
+    steps = []
+    if install:
+        steps.append(FixStep(["apt-get", "install", "-y", "nvidia-container-toolkit"], root=True,
+                             note="from NVIDIA's repository (dnf install nvidia-container-toolkit on RHEL)"))
+    if engine in ("podman", "cri-o"):
+        steps.append(FixStep(["nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml"], root=True))
+    else:
+        steps += [FixStep(["nvidia-ctk", "runtime", "configure", f"--runtime={engine}"], root=True),
+                  FixStep(["systemctl", "restart", engine], root=True, risk="restart")]
+    return steps
 
 
 @check("wsl.driver", "Environment", "Under WSL2, CUDA uses the Windows driver's libcuda from /usr/lib/wsl/lib.")

@@ -12,7 +12,7 @@ import tomllib
 from doctor.checks.common import finding, ok
 from doctor.facts import Facts, Gpu
 from doctor.findings import Evidence, Finding, FixStep
-from doctor.registry import Context, NotApplicable, check
+from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "GPUs"
 
@@ -33,27 +33,38 @@ def _gev(g: Gpu, field: str, source: str | None = None) -> Evidence:
 
 
 @check("gpu.memory_in_use", AREA, "No other process holds most of a GPU's memory.")
-def memory_in_use(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    for g in _gpus(facts):
-        if not g.memory_total_mib or g.memory_used_mib is None:
-            continue
-        share = g.memory_used_mib / g.memory_total_mib
-        if share < 0.5:
-            yield ok("gpu.memory_in_use", f"{_name(g)}: {g.memory_total_mib - g.memory_used_mib} of "
-                     f"{g.memory_total_mib} MiB free", _gev(g, "memory_used_mib"), _gev(g, "memory_total_mib"))
-            continue
-        procs = sorted(g.processes, key=lambda p: -(p.used_mib or 0))
-        who = ", ".join(f"{p.name or '?'} (pid {p.pid}, {p.used_mib if p.used_mib is not None else '?'} MiB)"
-                        for p in procs[:5]) or "processes this user cannot see (another container or user)"
-        yield finding(
-            "gpu.memory_in_use", "warn",
-            f"{_name(g)}: {g.memory_used_mib} of {g.memory_total_mib} MiB ({share:.0%}) already in use by {who}",
-            "Memory held by other processes is the first cause of a surprising 'CUDA out of memory': your "
-            "program gets only what is left.",
-            [_gev(g, "memory_used_mib"), _gev(g, "memory_total_mib"), _gev(g, "processes")],
-            fix="Stop the processes holding the memory, or pick another GPU with CUDA_VISIBLE_DEVICES.",
-            steps=[FixStep(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv"])],
-        )
+def memory_in_use(facts: Facts, ctx: Context) -> list[Finding]:
+    return _each_known(facts, _memory_in_use, "memory_used_mib", "memory use")
+
+
+def _each_known(facts: Facts, rule: Any, field: str, what: str) -> list[Finding]:
+    """Apply a per-GPU rule to the GPUs where ``field`` is known; skip the check when none is."""
+    out = [f for g in _gpus(facts) if getattr(g, field) is not None for f in rule(g)]
+    if not out:
+        raise Skip(f"the {what} of every GPU is unknown ({field} not reported by NVML / nvidia-smi)")
+    return out
+
+
+def _memory_in_use(g: Gpu) -> Iterator[Finding]:
+    if not g.memory_total_mib or g.memory_used_mib is None:
+        return
+    share = g.memory_used_mib / g.memory_total_mib
+    if share < 0.5:
+        yield ok("gpu.memory_in_use", f"{_name(g)}: {g.memory_total_mib - g.memory_used_mib} of "
+                 f"{g.memory_total_mib} MiB free", _gev(g, "memory_used_mib"), _gev(g, "memory_total_mib"))
+        return
+    procs = sorted(g.processes, key=lambda p: -(p.used_mib or 0))
+    who = ", ".join(f"{p.name or '?'} (pid {p.pid}, {p.used_mib if p.used_mib is not None else '?'} MiB)"
+                    for p in procs[:5]) or "processes this user cannot see (another container or user)"
+    yield finding(
+        "gpu.memory_in_use", "warn",
+        f"{_name(g)}: {g.memory_used_mib} of {g.memory_total_mib} MiB ({share:.0%}) already in use by {who}",
+        "Memory held by other processes is the first cause of a surprising 'CUDA out of memory': your "
+        "program gets only what is left.",
+        [_gev(g, "memory_used_mib"), _gev(g, "memory_total_mib"), _gev(g, "processes")],
+        fix="Stop the processes holding the memory, or pick another GPU with CUDA_VISIBLE_DEVICES.",
+        steps=[FixStep(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv"])],
+    )
 
 
 @cache
@@ -82,7 +93,12 @@ def hardware_fault(facts: Facts, ctx: Context) -> Iterator[Finding]:
     xids = facts.driver.xid_events
     if not gpus and not xids:
         raise NotApplicable("no GPU is visible and the kernel log has no Xid event")
-    for g in gpus:
+    known = [g for g in gpus if (g.ecc_uncorrected, g.retired_pages_pending, g.remapped_rows_pending) !=
+             (None, None, None)]
+    if not known and not xids:
+        raise Skip("no GPU reports its ECC, page-retirement or row-remapping state, and the kernel log has no "
+                   "Xid event")
+    for g in known:
         problems = []
         if g.ecc_uncorrected:
             problems.append(f"{g.ecc_uncorrected} uncorrectable ECC error(s)")
@@ -112,6 +128,7 @@ def hardware_fault(facts: Facts, ctx: Context) -> Iterator[Finding]:
         klass = row.get("class", "unknown")
         action = row.get("action")
         severity = "warn" if klass in ("application", "info") else "fail"
+        kind = KIND_TEXT.get(klass, "a fault not in the reviewed catalog")
         what = row.get("description") or "not in the reviewed Xid catalog"
         source = facts.sources.get("driver.xid_events")
         ev_list = [Evidence("driver.xid_events", f"Xid {xid} on {bus} ×{count}", source)]
@@ -119,13 +136,22 @@ def hardware_fault(facts: Facts, ctx: Context) -> Iterator[Finding]:
             ev_list.append(Evidence("compat/xid.toml", f"Xid {xid}: {row.get('mnemonic', what)}", row["source"]))
         yield finding(
             "gpu.hardware_fault", severity,
-            f"Kernel log: Xid {xid} on GPU {bus or '?'} ({what}), {count}×: a {klass} fault",
+            f"Kernel log: Xid {xid} on GPU {bus or '?'} ({what}), {count}×: {kind}",
             "Xid events are the driver's record of GPU faults since boot. "
-            + (f"NVIDIA's catalog classes this one as a {klass} fault." if row else
+            + (f"NVIDIA's catalog classes this one as {kind}." if row else
                "This Xid is not in gpu-doctor's reviewed catalog; look it up in NVIDIA's Xid documentation."),
             ev_list,
-            fix=(ACTION_TEXT.get(action or "", "") or "See NVIDIA's Xid catalog for this code.").capitalize() + ".",
+            fix=_sentence(ACTION_TEXT.get(action or "") or "See NVIDIA's Xid catalog for this code"),
         )
+
+
+KIND_TEXT = {"application": "an application fault", "driver": "a driver fault", "hardware": "a hardware fault",
+             "info": "informational"}
+
+
+def _sentence(text: str) -> str:
+    text = text.rstrip(".")
+    return text[:1].upper() + text[1:] + "."
 
 
 SLOWDOWNS = {
@@ -137,46 +163,52 @@ SLOWDOWNS = {
 
 
 @check("gpu.throttling", AREA, "No GPU is being slowed down by heat or power.")
-def throttling(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    for g in _gpus(facts):
-        active = [SLOWDOWNS[r] for r in g.throttle_reasons if r in SLOWDOWNS]
-        if not active:
-            yield ok("gpu.throttling", f"{_name(g)}: not throttled", _gev(g, "throttle_reasons"))
-            continue
-        yield finding(
-            "gpu.throttling", "warn", f"{_name(g)} is throttled: " + "; ".join(active),
-            f"At {g.temperature_c if g.temperature_c is not None else '?'} °C and "
-            f"{g.power_draw_w if g.power_draw_w is not None else '?'} W the clocks are being held down, so every "
-            "job on it runs slower than the datasheet says.",
-            [_gev(g, "throttle_reasons"), _gev(g, "temperature_c"), _gev(g, "power_draw_w")],
-            fix="Check the cooling (fans, airflow, data-centre inlet temperature) and the power supply/cabling.",
-            steps=[FixStep(["nvidia-smi", "-q", "-d", "PERFORMANCE,TEMPERATURE,POWER", "-i", str(g.index)])],
-        )
+def throttling(facts: Facts, ctx: Context) -> list[Finding]:
+    return _each_known(facts, _throttling, "throttle_reasons", "throttle state")
+
+
+def _throttling(g: Gpu) -> Iterator[Finding]:
+    active = [SLOWDOWNS[r] for r in g.throttle_reasons or [] if r in SLOWDOWNS]
+    if not active:
+        yield ok("gpu.throttling", f"{_name(g)}: not throttled", _gev(g, "throttle_reasons"))
+        return
+    yield finding(
+        "gpu.throttling", "warn", f"{_name(g)} is throttled: " + "; ".join(active),
+        f"At {g.temperature_c if g.temperature_c is not None else '?'} °C and "
+        f"{g.power_draw_w if g.power_draw_w is not None else '?'} W the clocks are being held down, so every "
+        "job on it runs slower than the datasheet says.",
+        [_gev(g, "throttle_reasons"), _gev(g, "temperature_c"), _gev(g, "power_draw_w")],
+        fix="Check the cooling (fans, airflow, data-centre inlet temperature) and the power supply/cabling.",
+        steps=[FixStep(["nvidia-smi", "-q", "-d", "PERFORMANCE,TEMPERATURE,POWER", "-i", str(g.index)])],
+    )
 
 
 @check("gpu.pcie_degraded", AREA, "Each GPU's PCIe link trained at its full width and generation.")
-def pcie_degraded(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    for g in _gpus(facts):
-        if g.pcie_width_current is None or g.pcie_width_max is None:
-            continue
-        # Idle GPUs lower their link *generation* to save power; that is not a fault. The width does
-        # not change with load, so a narrower link is a training problem (slot, riser, dirty contacts).
-        if g.pcie_width_current < g.pcie_width_max:
-            yield finding(
-                "gpu.pcie_degraded", "warn",
-                f"{_name(g)}: PCIe link runs at x{g.pcie_width_current} of x{g.pcie_width_max}",
-                "A link that trained narrower than it can be cuts host↔device bandwidth in proportion: data "
-                "loading and multi-GPU traffic over PCIe slow down. Usual causes: the slot is wired narrower, a "
-                "riser or cable, or dirty/poorly seated contacts.",
-                [_gev(g, "pcie_width_current"), _gev(g, "pcie_width_max"), _gev(g, "pcie_gen_current"),
-                 _gev(g, "pcie_gen_max")],
-                fix="Reseat the card (or move it to a full-width slot) and check the BIOS PCIe settings.",
-            )
-        else:
-            yield ok("gpu.pcie_degraded", f"{_name(g)}: PCIe x{g.pcie_width_current}, gen "
-                     f"{g.pcie_gen_current if g.pcie_gen_current is not None else '?'} (max "
-                     f"{g.pcie_gen_max if g.pcie_gen_max is not None else '?'})",
-                     _gev(g, "pcie_width_current"), _gev(g, "pcie_gen_max"))
+def pcie_degraded(facts: Facts, ctx: Context) -> list[Finding]:
+    return _each_known(facts, _pcie_degraded, "pcie_width_max", "PCIe link width")
+
+
+def _pcie_degraded(g: Gpu) -> Iterator[Finding]:
+    if g.pcie_width_current is None or g.pcie_width_max is None:
+        return
+    # Idle GPUs lower their link *generation* to save power; that is not a fault. The width does
+    # not change with load, so a narrower link is a training problem (slot, riser, dirty contacts).
+    if g.pcie_width_current < g.pcie_width_max:
+        yield finding(
+            "gpu.pcie_degraded", "warn",
+            f"{_name(g)}: PCIe link runs at x{g.pcie_width_current} of x{g.pcie_width_max}",
+            "A link that trained narrower than it can be cuts host↔device bandwidth in proportion: data "
+            "loading and multi-GPU traffic over PCIe slow down. Usual causes: the slot is wired narrower, a "
+            "riser or cable, or dirty/poorly seated contacts.",
+            [_gev(g, "pcie_width_current"), _gev(g, "pcie_width_max"), _gev(g, "pcie_gen_current"),
+             _gev(g, "pcie_gen_max")],
+            fix="Reseat the card (or move it to a full-width slot) and check the BIOS PCIe settings.",
+        )
+    else:
+        yield ok("gpu.pcie_degraded", f"{_name(g)}: PCIe x{g.pcie_width_current}, gen "
+                 f"{g.pcie_gen_current if g.pcie_gen_current is not None else '?'} (max "
+                 f"{g.pcie_gen_max if g.pcie_gen_max is not None else '?'})",
+                 _gev(g, "pcie_width_current"), _gev(g, "pcie_gen_max"))
 
 
 CHECKS = [memory_in_use, hardware_fault, throttling, pcie_degraded]

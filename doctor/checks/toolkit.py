@@ -149,7 +149,8 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         fix="Install the cuDNN wheel that matches the framework's CUDA major (e.g. nvidia-cudnn-cu12), or "
             "reinstall the framework with its CUDA extra: `pip install 'tensorflow[and-cuda]'`, "
             "`pip install 'jax[cuda12]'`.",
-        steps=[FixStep(["pip", "install", "nvidia-cudnn-cu12"], note="for a CUDA 12 framework build")],
+        steps=[FixStep(["pip", "install", f"nvidia-cudnn-cu{major}"], note=f"for a CUDA {major} framework build")
+               for major in sorted({(p.cuda or "12").split(".")[0] for p in needy})],
     )
 
 

@@ -222,7 +222,8 @@ def _gpu(raw: dict[str, Any]) -> Gpu:
     fields = {k: v for k, v in raw.items() if k in Gpu.__dataclass_fields__}
     fields["processes"] = [GpuProcess(**p) for p in raw.get("processes") or []]
     fields["mig_devices"] = [MigDevice(**m) for m in raw.get("mig_devices") or []]
-    fields["throttle_reasons"] = list(raw.get("throttle_reasons") or [])
+    reasons = raw.get("throttle_reasons")
+    fields["throttle_reasons"] = list(reasons) if isinstance(reasons, list) else None
     return Gpu(**fields)
 
 

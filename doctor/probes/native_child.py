@@ -145,7 +145,7 @@ def _nvml_gpu(n: Any, i: int) -> dict[str, Any]:
     gpu["pcie_width_current"] = _call(n.nvmlDeviceGetCurrPcieLinkWidth, h)
     gpu["pcie_width_max"] = _call(n.nvmlDeviceGetMaxPcieLinkWidth, h)
     reasons = _call(n.nvmlDeviceGetCurrentClocksThrottleReasons, h)
-    gpu["throttle_reasons"] = _throttle_names(n, reasons) if reasons is not None else []
+    gpu["throttle_reasons"] = _throttle_names(n, reasons) if reasons is not None else None
     procs = _call(n.nvmlDeviceGetComputeRunningProcesses, h) or []
     gpu["processes"] = [
         {
