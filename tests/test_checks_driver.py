@@ -135,13 +135,27 @@ def test_not_loaded_without_gpu_on_pci_blames_the_missing_gpu() -> None:
     assert [e.fact for e in f.evidence if e.fact == "host.pci_nvidia_gpus"]
 
 
-def test_not_loaded_fix_loads_the_module_then_reads_the_kernel_log() -> None:
-    f = only(make_facts(**NO_GPU_ON_PCI_WITH_USERSPACE), "driver.not_loaded")
+def test_not_loaded_with_a_gpu_on_the_bus_loads_the_module_then_reads_the_kernel_log() -> None:
+    f = only(make_facts(**{**NO_GPU_ON_PCI_WITH_USERSPACE, "host__pci_nvidia_gpus": 1}), "driver.not_loaded")
     assert f.fix is not None
     assert [(s.command, s.root) for s in f.fix.steps] == [
         (["modprobe", "nvidia"], True),
         (["dmesg", "--level=err,warn"], True),
     ]
+
+
+def test_not_loaded_without_a_gpu_says_attach_one_instead_of_modprobe() -> None:
+    f = only(make_facts(**NO_GPU_ON_PCI_WITH_USERSPACE), "driver.not_loaded")
+    assert f.fix is not None
+    assert f.fix.summary.startswith("Attach a GPU first")
+    assert [s.command for s in f.fix.steps] == [["lspci", "-nn"]]
+
+
+def test_not_loaded_in_a_container_points_at_the_host() -> None:
+    f = only(make_facts(**{**NO_GPU_ON_PCI_WITH_USERSPACE, "host__pci_nvidia_gpus": 1, "host__container": "docker"}),
+             "driver.not_loaded")
+    assert f.fix is not None and "on the container's host" in f.fix.summary
+    assert f.fix.steps == []
 
 
 @pytest.mark.parametrize(("overrides", "cause"), [

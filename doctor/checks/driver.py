@@ -96,11 +96,25 @@ def driver_not_loaded(facts: Facts, ctx: Context) -> Iterator[Finding]:
         f"NVIDIA driver {version} is installed but its kernel module is not loaded",
         f"NVML answers {d.nvml_error!r} and cuInit answers {d.cuda_init_error!r}: nothing can use a GPU. " + cause,
         evidence,
-        fix="Load the module (or reboot); if it refuses, read the kernel log for the reason.",
-        steps=[FixStep(["modprobe", "nvidia"], root=True, risk="safe"),
-               FixStep(["dmesg", "--level=err,warn"], root=True, risk="safe",
-                       note="look for NVRM lines if modprobe failed")],
+        **_not_loaded_fix(facts),
     )
+
+
+def _not_loaded_fix(facts: Facts) -> dict:
+    """The remedy follows the most likely cause: loading a module for a GPU that is not there is futile."""
+    if facts.host.pci_nvidia_gpus == 0:
+        fix = ("Attach a GPU first (the instance type, PCI passthrough, or the card's seating and power); "
+               "the module loads once `lspci -nn | grep -i nvidia` lists it.")
+        if facts.host.container:
+            fix += " Inside a container, start it on a GPU host with the GPU requested (docker run --gpus all)."
+        return {"fix": fix, "steps": [FixStep(["lspci", "-nn"], risk="safe", note="look for an NVIDIA device")]}
+    if facts.host.container:
+        return {"fix": "Load the nvidia module on the container's host (there: `sudo modprobe nvidia`, or reboot).",
+                "steps": []}
+    return {"fix": "Load the module (or reboot); if it refuses, read the kernel log for the reason.",
+            "steps": [FixStep(["modprobe", "nvidia"], root=True, risk="safe"),
+                      FixStep(["dmesg", "--level=err,warn"], root=True, risk="safe",
+                              note="look for NVRM lines if modprobe failed")]}
 
 
 @check("driver.module_userspace_mismatch", AREA,

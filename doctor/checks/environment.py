@@ -137,8 +137,8 @@ def _key(g: Gpu) -> str:
 @check("env.device_order", "Environment", "GPU numbering is the same for nvidia-smi and CUDA.")
 def device_order(facts: Facts, ctx: Context) -> Iterator[Finding]:
     gpus = [g for g in facts.gpus if g.source != "pci"]
-    if len(gpus) < 2:
-        raise NotApplicable("fewer than two GPUs")
+    if len(gpus) < 2 and not any(g.mig_devices for g in gpus):
+        raise NotApplicable("fewer than two GPUs and no MIG instances")
     order = facts.env.get("CUDA_DEVICE_ORDER")
     models = sorted({_key(g) for g in gpus})
     table = ordinal_table(facts)

@@ -1,0 +1,69 @@
+"""What the environment probe concludes from installed packages (tier 1: pure mapping)."""
+
+from __future__ import annotations
+
+import pytest
+from sysroot import data
+
+from doctor.probes.pyenvs import interpreter_of, packages_from_raw
+
+
+def pkg(name: str, version: str, files: dict | None = None) -> dict:
+    return {"name": name, "version": version, "files": files or {}}
+
+
+TORCH_CPU = data("torch-version-py/torch-2.13.0+cpu.py.txt")
+TORCH_CU130 = data("torch-version-py/torch-2.14.1+cu130.py.txt")
+TF_215 = data("tf-build-info/tensorflow-2.15.1-linux.py.txt")
+TF_CPU = data("tf-build-info/tensorflow_cpu-2.21.0-linux.py.txt")
+
+
+@pytest.mark.parametrize(
+    ("raw", "name", "cuda", "cpu_only"),
+    [
+        ([pkg("torch", "2.13.0+cpu", {"torch/version.py": TORCH_CPU})], "torch", None, True),
+        ([pkg("torch", "2.14.1+cu130", {"torch/version.py": TORCH_CU130})], "torch", "13.0", False),
+        ([pkg("torch", "2.5.1+cpu")], "torch", None, True),  # version.py unreadable: the local tag tells
+        ([pkg("torch", "2.5.1")], "torch", None, None),  # nothing readable: unknown, not guessed
+        ([pkg("tensorflow", "2.15.1", {"tensorflow/python/platform/build_info.py": TF_215})], "tensorflow", "12.2",
+         False),
+        ([pkg("tensorflow-cpu", "2.21.0", {"tensorflow/python/platform/build_info.py": TF_CPU})], "tensorflow-cpu",
+         None, True),
+        ([pkg("jaxlib", "0.4.13+cuda12.cudnn89")], "jaxlib", "12", False),
+        ([pkg("jaxlib", "0.4.30"), pkg("jax-cuda12-plugin", "0.4.30")], "jaxlib", "12", False),
+        ([pkg("jaxlib", "0.4.30")], "jaxlib", None, True),
+        ([pkg("cupy-cuda12x", "13.3.0")], "cupy-cuda12x", "12", False),
+        ([pkg("cupy-cuda117", "10.6.0")], "cupy-cuda117", "11.7", False),
+        ([pkg("paddlepaddle-gpu", "2.6.1.post120")], "paddlepaddle-gpu", "12.0", False),
+        ([pkg("onnxruntime", "1.20.0")], "onnxruntime", None, True),
+        ([pkg("torchvision", "0.20.1+cu124")], "torchvision", "12.4", None),
+        ([pkg("torchaudio", "2.5.1+cpu")], "torchaudio", None, True),
+        ([pkg("nvidia-cuda-runtime-cu12", "12.4.127")], "nvidia-cuda-runtime-cu12", "12.4", None),
+    ],
+)
+def test_build_kind_and_cuda_come_from_the_packages_own_files(raw: list, name: str, cuda: str | None,
+                                                               cpu_only: bool | None) -> None:
+    got = {p.name: p for p in packages_from_raw(raw)}[name]
+    assert (got.cuda, got.cpu_only) == (cuda, cpu_only)
+
+
+def test_torch_takes_its_cudnn_from_the_cudnn_wheel_beside_it() -> None:
+    raw = [pkg("torch", "2.14.1+cu130", {"torch/version.py": TORCH_CU130}), pkg("nvidia-cudnn-cu13", "9.13.0.50")]
+    got = {p.name: p for p in packages_from_raw(raw)}
+    assert got["torch"].cudnn == "9.13.0.50"
+    assert got["nvidia-cudnn-cu13"].cudnn == "9.13.0.50" and got["nvidia-cudnn-cu13"].cuda == "13"
+
+
+def test_tensorflow_reports_the_cudnn_it_was_built_with() -> None:
+    (tf,) = packages_from_raw([pkg("tensorflow", "2.15.1", {"tensorflow/python/platform/build_info.py": TF_215})])
+    assert tf.cudnn == "8"
+
+
+def test_an_environment_directory_names_its_interpreter(tmp_path) -> None:
+    from doctor.host import Host
+
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python3").write_text("")
+    host = Host()
+    assert interpreter_of(host, str(tmp_path / "venv")) == str(tmp_path / "venv" / "bin" / "python3")
+    assert interpreter_of(host, "/usr/bin/python3") == "/usr/bin/python3"
