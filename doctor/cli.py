@@ -23,7 +23,7 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 
 
-COMMANDS = ("check", "snapshot")
+COMMANDS = ("check", "snapshot", "matrix", "plan")
 
 
 class UsageError(Exception):
@@ -88,6 +88,33 @@ def build_parser() -> argparse.ArgumentParser:
                           "(schema gpu-doctor.facts/v1). `gpu-doctor check --facts FILE` diagnoses it anywhere.")
     snap.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     _add_probe_options(snap)
+
+    mat = sub.add_parser("matrix", help="ask the compatibility matrix (driver, gpu, cuda), or refresh it",
+                         description="Answer from the bundled compatibility matrix (compat/), offline: what a "
+                         "driver runs, what a GPU needs, what a CUDA version brings. `matrix refresh` is the one "
+                         "command that downloads (framework rows from PyPI, into your cache).")
+    msub = mat.add_subparsers(dest="what", metavar="QUESTION", required=True)
+    for name, arg, text in (("driver", "VERSION", "the CUDA runtimes and newest framework builds a driver runs"),
+                            ("gpu", "NAME", "compute capability, drivers, toolkits and builds for a GPU"),
+                            ("cuda", "VERSION", "minimum driver, cuDNN versions and framework builds for a CUDA")):
+        q = msub.add_parser(name, help=text, description=text)
+        q.add_argument("value", metavar=arg)
+        q.add_argument("--json", action="store_true", help="print the answer as JSON")
+    ref = msub.add_parser("refresh", help="download the PyPI-derived framework rows into the user cache",
+                          description="Fetch framework rows (torch, tensorflow[and-cuda], jax plugins) from PyPI "
+                          "with timeouts and ETag caching into the user cache; on failure keep the bundled matrix.")
+    ref.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    ref.add_argument("--timeout", type=_positive, default=10.0, metavar="SEC", help="network timeout (default 10)")
+
+    pl = sub.add_parser("plan", help="the newest compatible combination for a GPU, driver and wishes",
+                        description="Pick the newest PyTorch build (version, CUDA variant, index URL, cuDNN) that "
+                        "runs on this GPU and driver and satisfies --want, or explain which constraint makes it "
+                        "impossible and what to relax. Offline.")
+    pl.add_argument("--gpu", metavar="NAME", help='GPU name as nvidia-smi prints it (e.g. "H100 80GB HBM3")')
+    pl.add_argument("--driver", metavar="VERSION", help="installed driver (535 or 535.104.05)")
+    pl.add_argument("--want", metavar="SPEC", help="e.g. 'torch>=2.4'")
+    pl.add_argument("--python", metavar="X.Y", help="the Python version the environment uses")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
     return parser
 
 
@@ -102,6 +129,14 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_check(args)
         if args.command == "snapshot":
             return cmd_snapshot(args)
+        if args.command == "matrix":
+            from doctor.cli_matrix import cmd_matrix
+
+            return cmd_matrix(args)
+        if args.command == "plan":
+            from doctor.cli_matrix import cmd_plan
+
+            return cmd_plan(args)
         parser.error(f"unknown command {args.command}")
     except UsageError as exc:
         print(f"gpu-doctor: error: {exc}", file=sys.stderr)

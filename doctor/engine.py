@@ -26,6 +26,7 @@ class Report:
     facts: Facts
     findings: list[Finding] = field(default_factory=list)
     checks: list[CheckResult] = field(default_factory=list)
+    matrix: str | None = None  # which compatibility matrix the checks read
 
     @property
     def status(self) -> str:
@@ -36,6 +37,7 @@ class Report:
         return {
             "schema": REPORT_SCHEMA,
             "status": self.status,
+            "matrix": self.matrix,
             "findings": [f.to_dict() for f in self.findings],
             "checks": [c.__dict__ for c in self.checks],
             "facts": self.facts.to_dict(),
@@ -45,14 +47,18 @@ class Report:
 def diagnose(facts: Facts, checks: list[Check] | None = None, ctx: Context | None = None) -> Report:
     from doctor.checks import REGISTRY
 
-    ctx = ctx or Context()
+    if ctx is None:
+        from doctor.matrix import current
+
+        ctx = Context(matrix=current())
     findings: list[Finding] = []
     results: list[CheckResult] = []
     for chk in checks if checks is not None else REGISTRY:
         status, reason, found = chk.run(facts, ctx)
         findings += found
         results.append(CheckResult(chk.id, chk.area, chk.summary, status, reason))
-    return Report(facts=facts, findings=findings, checks=results)
+    matrix = ctx.matrix.describe() if hasattr(ctx.matrix, "describe") else None
+    return Report(facts=facts, findings=findings, checks=results, matrix=matrix)
 
 
 def generate_report_schema() -> dict[str, Any]:
@@ -75,10 +81,11 @@ def generate_report_schema() -> dict[str, Any]:
         "properties": {
             "schema": {"const": REPORT_SCHEMA},
             "status": {"enum": ["ok", "warn", "fail"]},
+            "matrix": {"type": ["string", "null"]},
             "findings": {"type": "array", "items": finding},
             "checks": {"type": "array", "items": check},
             "facts": {"$ref": "#/$defs/Facts"},
         },
-        "required": ["schema", "status", "findings", "checks", "facts"],
+        "required": ["schema", "status", "matrix", "findings", "checks", "facts"],
         "$defs": dict(sorted(defs.items())),
     }

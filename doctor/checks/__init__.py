@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from doctor.checks import driver, environment, gpus, toolkit
+from doctor.checks import compat, driver, environment, gpus, toolkit
 from doctor.registry import Check
 
 REGISTRY: list[Check] = [
     *driver.CHECKS,
+    *compat.CHECKS_DRIVER,
     *gpus.CHECKS,
     *toolkit.CHECKS,
+    *compat.CHECKS_TOOLKIT,
     *toolkit.CUDNN_CHECKS,
+    *compat.CHECKS_CUDNN,
     *environment.FRAMEWORK_CHECKS,
+    *compat.CHECKS_FRAMEWORK,
     *environment.ENV_CHECKS,
 ]
 

@@ -33,7 +33,8 @@ def header(report: Report) -> str:
     gpus = [g for g in f.gpus if g.source != "pci"]
     gpu = f"{len(gpus)} GPU(s) visible" if gpus else (
         f"{f.host.pci_nvidia_gpus} NVIDIA GPU(s) on PCI" if f.host.pci_nvidia_gpus else "no GPU visible")
-    return f"gpu-doctor — {host or 'unknown host'}\n{drv}; {cuda}; {gpu}"
+    matrix = f"; {report.matrix}" if report.matrix else ""
+    return f"gpu-doctor — {host or 'unknown host'}\n{drv}; {cuda}; {gpu}{matrix}"
 
 
 def render(report: Report, verbose: bool = False, colour: bool | None = None, stream: TextIO | None = None) -> str:

@@ -1,0 +1,445 @@
+"""Rules the compatibility matrix drives: driver vs CUDA runtimes and GPUs, arch lists, cuDNN, compilers.
+
+Every finding names the rule that decided it and quotes the matrix rows it used, with their source
+URLs, in its evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from doctor.checks.common import ev, finding, label, ok
+from doctor.facts import Facts, Gpu, PyPackage
+from doctor.findings import Evidence, Finding
+from doctor.matrix import Matrix, Row, Verdict, current, driver_runs_cuda, major_minor, vtuple
+from doctor.registry import Context, NotApplicable, Skip, check
+
+
+def _matrix(ctx: Context) -> Matrix:
+    return ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+
+
+def row_evidence(rows: list[Row], what: str = "compat") -> list[Evidence]:
+    out = []
+    for r in rows:
+        if not r:
+            continue
+        key = r.get("version") or r.get("package") or r.get("cuda_major") or r.get("name") or r.get("cuda")
+        shown = {k: v for k, v in r.items() if k not in ("source", "source2", "note", "variant")}
+        out.append(Evidence(f"{what}:{key}", shown, r.get("source")))
+    return out
+
+
+def _driver(facts: Facts) -> str | None:
+    return facts.driver.kernel_module or facts.driver.userspace
+
+
+def _gpus(facts: Facts) -> list[Gpu]:
+    return [g for g in facts.gpus if g.source != "pci"]
+
+
+def _segment(m: Matrix, facts: Facts) -> str | None:
+    """The GPU segment that decides forward-compatibility eligibility (the least eligible GPU wins)."""
+    segs = [(m.gpu(g.name) or {}).get("segment") for g in _gpus(facts)]
+    if not segs or None in segs:
+        return None
+    return "consumer" if "consumer" in segs else segs[0]
+
+
+def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
+    """(who, cuda version, kind) for every CUDA runtime on the machine: toolkits and framework builds."""
+    out = [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
+           for t in facts.toolkits if t.version and t.source != "pip"]
+    for env in facts.python_envs:
+        for p in env.packages:
+            if p.cpu_only or not p.cuda:
+                continue
+            if p.name in ("torch", "tensorflow", "tf-nightly", "jaxlib", "jax") or p.name.startswith("cupy"):
+                cuda = p.cuda if "." in p.cuda else f"{p.cuda}.0"
+                out.append((label(p), cuda, "framework"))
+    return out
+
+
+def _verdict(m: Matrix, facts: Facts, cuda: str) -> Verdict:
+    compat = tuple(p.name for p in facts.driver.packages if p.name.startswith("cuda-compat"))
+    return driver_runs_cuda(m, _driver(facts), cuda, _segment(m, facts), compat, facts.driver.cuda_driver_api)
+
+
+def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Iterator[Finding]:
+    m = _matrix(ctx)
+    items = [r for r in runtimes(facts) if r[2] == kind]
+    if not items:
+        raise NotApplicable(f"no {'CUDA toolkit' if kind == 'toolkit' else 'CUDA build of a framework'} found")
+    if not (_driver(facts) or facts.driver.cuda_driver_api):
+        raise Skip("the driver version is unknown")
+    for who, cuda, _kind in items:
+        v = _verdict(m, facts, cuda)
+        evidence = [ev(facts, "driver.kernel_module" if facts.driver.kernel_module else "driver.userspace"),
+                    Evidence("runtime", f"{who}: CUDA {cuda}"), Evidence("rule", v.rule),
+                    *row_evidence(v.rows)]
+        if v.rule == "unknown":
+            raise Skip(v.explanation)
+        if v.ok:
+            yield ok(code, f"{who} runs on driver {_driver(facts) or facts.driver.cuda_driver_api} ({v.rule})",
+                     *evidence, detail=v.explanation)
+            continue
+        newest = m.newest_cuda_for_driver(_driver(facts) or "")
+        alt = f"; the newest CUDA this driver runs natively is {major_minor(newest['version'])}" if newest else ""
+        if v.rule == "forward-compat-needs-package":
+            pkg = next(r for r in v.rows if r.get("package"))
+            fix = f"Install {pkg['package']} (NVIDIA's CUDA repository) and put /usr/local/cuda-{pkg['cuda']}/compat " \
+                  "on LD_LIBRARY_PATH, or upgrade the driver."
+        else:
+            fix = f"Upgrade the driver to ≥ {v.needs or '?'}, or use a build for an older CUDA{alt}."
+        yield finding(code, "fail", f"{who} needs a newer driver than {_driver(facts) or '?'}",
+                      v.explanation + alt + ".", evidence, fix=fix)
+
+
+@check("driver.too_old_for_cuda_runtime", "Driver", "The driver runs the CUDA toolkits installed.")
+def too_old_for_toolkit(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    yield from _driver_vs_runtimes(facts, ctx, "toolkit", "driver.too_old_for_cuda_runtime")
+
+
+@check("framework.cuda_newer_than_driver", "Python & frameworks",
+       "The driver runs the CUDA runtime each framework build brings.")
+def framework_cuda_vs_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    yield from _driver_vs_runtimes(facts, ctx, "framework", "framework.cuda_newer_than_driver")
+
+
+@check("driver.too_old_for_gpu", "Driver", "The driver is new enough for each GPU's architecture.")
+def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    m = _matrix(ctx)
+    drv = _driver(facts)
+    gpus = _gpus(facts)
+    if not gpus:
+        raise NotApplicable("no GPU visible")
+    if not drv:
+        raise Skip("the driver version is unknown")
+    for g in gpus:
+        row, arch = m.gpu_for_facts(g.name, g.compute_capability)
+        if not arch or not arch.get("first_driver"):
+            continue
+        evidence = [ev(facts, "driver.kernel_module" if facts.driver.kernel_module else "driver.userspace"),
+                    Evidence(f"gpus[{g.index}].name", g.name, g.source), *row_evidence([r for r in (row, arch) if r])]
+        if vtuple(drv) < vtuple(arch["first_driver"]):
+            yield finding("driver.too_old_for_gpu", "fail",
+                          f"{g.name} ({arch['name']}) needs driver ≥ {arch['first_driver']}; found {drv}",
+                          f"Drivers older than {arch['first_driver']} do not know {arch['name']} GPUs: the GPU is "
+                          "not initialised or CUDA reports no device.", evidence,
+                          fix=f"Install driver ≥ {arch['first_driver']} (`gpu-doctor fix` writes the commands).")
+        else:
+            yield ok("driver.too_old_for_gpu", f"Driver {drv} supports {g.name} ({arch['name']})", *evidence)
+
+
+@check("driver.gpu_unsupported_by_driver", "Driver",
+       "The driver branch (and kernel-module flavour) still supports each GPU.")
+def gpu_unsupported_by_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    m = _matrix(ctx)
+    drv = _driver(facts)
+    gpus = _gpus(facts)
+    if not gpus:
+        raise NotApplicable("no GPU visible")
+    if not drv:
+        raise Skip("the driver version is unknown")
+    for g in gpus:
+        row, arch = m.gpu_for_facts(g.name, g.compute_capability)
+        if not arch:
+            continue
+        evidence = [ev(facts, "driver.kernel_module" if facts.driver.kernel_module else "driver.userspace"),
+                    ev(facts, "driver.module_flavor"), *row_evidence([r for r in (row, arch) if r])]
+        last = arch.get("last_driver_branch")
+        if last and vtuple(drv)[:1] > vtuple(str(last))[:1]:
+            yield finding("driver.gpu_unsupported_by_driver", "fail",
+                          f"Driver branch {vtuple(drv)[0]} no longer supports {g.name} ({arch['name']}); "
+                          f"the last branch that does is R{last}",
+                          f"NVIDIA moved {arch['name']} GPUs to the R{last} legacy branch; newer drivers do not "
+                          "drive them.", evidence,
+                          fix=f"Install the R{last} driver branch (and hold it), or replace the GPU.")
+        elif facts.driver.module_flavor == "open" and arch.get("open_kernel_module") is False:
+            yield finding("driver.gpu_unsupported_by_driver", "fail",
+                          f"The open NVIDIA kernel module does not support {g.name} ({arch['name']})",
+                          "The open GPU kernel modules support Turing and newer GPUs only; older GPUs need the "
+                          "proprietary module of the same driver version.", evidence,
+                          fix="Install the proprietary kernel module flavour (e.g. nvidia-driver-NNN instead of "
+                              "nvidia-driver-NNN-open, or `nvidia-kernel-dkms` rather than the open variant).")
+        elif facts.driver.module_flavor == "proprietary" and arch.get("open_kernel_module_required"):
+            yield finding("driver.gpu_unsupported_by_driver", "fail",
+                          f"{g.name} ({arch['name']}) requires the open NVIDIA kernel module; the proprietary one "
+                          "is loaded", "NVIDIA supports this architecture only with the open GPU kernel modules.",
+                          evidence, fix="Install the -open flavour of the driver (e.g. nvidia-driver-NNN-open).")
+        else:
+            yield ok("driver.gpu_unsupported_by_driver", f"Driver {drv} supports {g.name} ({arch['name']})",
+                     *evidence)
+
+
+def _arch_list(m: Matrix, pkg: PyPackage) -> tuple[list[str] | None, str | None, Row | None]:
+    """The SASS arch list (as "8.6") and embedded PTX of a framework build, from --deep or the matrix."""
+    if pkg.arch_list:
+        sass = [_cc(a) for a in pkg.arch_list if a.startswith("sm_")]
+        ptx = [_cc(a) for a in pkg.arch_list if a.startswith("compute_")]
+        return sass, (max(ptx, key=vtuple) if ptx else None), None
+    if pkg.name == "torch":
+        var = m.torch_variant(pkg.version, pkg.cuda)
+        if var and var.get("arch_list"):
+            return list(var["arch_list"]), var.get("ptx"), var
+    return None, None, None
+
+
+def _cc(arch: str) -> str:
+    digits = arch.split("_", 1)[1].rstrip("afp")
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def _supports(cc: str, sass: list[str], ptx: str | None) -> bool:
+    """A cubin runs on GPUs of the same major and an equal or higher minor; PTX JITs for any newer GPU."""
+    v = vtuple(cc)
+    if any(vtuple(s)[:1] == v[:1] and vtuple(s) <= v for s in sass):
+        return True
+    return bool(ptx) and vtuple(ptx) <= v
+
+
+@check("framework.arch_unsupported", "Python & frameworks",
+       "Each framework build carries kernels (or PTX) for every GPU's compute capability.")
+def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    m = _matrix(ctx)
+    gpus = [g for g in _gpus(facts) if g.compute_capability or m.gpu(g.name)]
+    if not gpus:
+        raise NotApplicable("no GPU with a known compute capability")
+    pkgs = [p for env in facts.python_envs for p in env.packages if p.name == "torch" and not p.cpu_only and p.cuda]
+    if not pkgs:
+        raise NotApplicable("no CUDA build of PyTorch (its arch list is what this rule reads)")
+    done = False
+    for pkg in pkgs:
+        sass, ptx, var = _arch_list(m, pkg)
+        if sass is None:
+            continue
+        done = True
+        for g in gpus:
+            cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
+            evidence = [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
+                        Evidence("python_envs.packages", f"{label(pkg)} arch list {sass} ptx {ptx}",
+                                 "deep" if pkg.arch_list else "compat/pytorch.toml"),
+                        *row_evidence([var] if var else [])]
+            if _supports(cc, sass, ptx):
+                yield ok("framework.arch_unsupported",
+                         f"{label(pkg)} has kernels for {g.name} (sm_{cc.replace('.', '')})", *evidence)
+                continue
+            better = _torch_build_for(m, cc)
+            yield finding(
+                "framework.arch_unsupported", "fail",
+                f"{label(pkg)} has no kernels for {g.name} (sm_{cc.replace('.', '')}): "
+                "'no kernel image is available for execution on the device'",
+                f"The build carries code for {', '.join('sm_' + s.replace('.', '') for s in sass)}"
+                + (f" and PTX for compute_{ptx.replace('.', '')}" if ptx else "") +
+                f"; sm_{cc.replace('.', '')} is not among them (PyTorch warns '… with CUDA capability "
+                f"sm_{cc.replace('.', '')} is not compatible with the current PyTorch installation').",
+                evidence,
+                fix=(f"Install torch {better[0]} built for CUDA {better[1]}: pip install torch=={better[0]} "
+                     f"--index-url https://download.pytorch.org/whl/cu{better[1].replace('.', '')}") if better
+                else "Install a PyTorch build whose arch list includes this GPU (see `gpu-doctor matrix gpu`).",
+            )
+    if not done:
+        raise Skip("the arch list of the installed torch build is unknown (not in the matrix; run with --deep)")
+
+
+def _torch_build_for(m: Matrix, cc: str) -> tuple[str, str] | None:
+    """The newest (torch version, CUDA) whose arch list covers this compute capability."""
+    best = None
+    for row in m.rows("pytorch", "torch"):
+        for var in row.get("variant", []):
+            if var.get("arch_list") and _supports(cc, var["arch_list"], var.get("ptx")):
+                key = (vtuple(row["version"]), vtuple(var["cuda"]))
+                if best is None or key > best[0]:
+                    best = (key, (row["version"], var["cuda"]))
+    return best[1] if best else None
+
+
+@check("framework.nvcc_mismatch_for_extensions", "Python & frameworks",
+       "nvcc's CUDA major matches torch's, so torch.utils.cpp_extension can build extensions.")
+def nvcc_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    nvcc = facts.loader.nvcc_on_path
+    torches = [p for env in facts.python_envs for p in env.packages if p.name == "torch" and p.cuda]
+    if not torches:
+        raise NotApplicable("no CUDA build of PyTorch")
+    if not nvcc or not nvcc.version:
+        raise NotApplicable("no nvcc on PATH (extensions cannot be built at all; see toolkit.path_not_set)")
+    for p in torches:
+        evidence = [ev(facts, "loader.nvcc_on_path", f"{nvcc.path} {nvcc.version}"),
+                    Evidence("python_envs.packages", f"{label(p)} cuda={p.cuda}")]
+        if vtuple(nvcc.version)[:1] != vtuple(p.cuda)[:1]:
+            yield finding(
+                "framework.nvcc_mismatch_for_extensions", "warn",
+                f"nvcc is CUDA {major_minor(nvcc.version)} but {label(p)} was built with CUDA {p.cuda}: "
+                "building CUDA extensions will fail",
+                "torch.utils.cpp_extension refuses a different CUDA major: 'The detected CUDA version "
+                f"({major_minor(nvcc.version)}) mismatches the version that was used to compile PyTorch ({p.cuda}).'",
+                evidence,
+                fix=f"Put a CUDA {vtuple(p.cuda)[0]}.x toolkit first on PATH (and CUDA_HOME) when building "
+                    "extensions, or install the torch build for your toolkit's CUDA.")
+        else:
+            yield ok("framework.nvcc_mismatch_for_extensions",
+                     f"nvcc (CUDA {major_minor(nvcc.version)}) matches {label(p)} (CUDA {p.cuda}) for extensions",
+                     *evidence)
+
+
+@check("toolkit.gpu_arch_unsupported", "CUDA toolkit", "Each toolkit can compile for every GPU here.")
+def toolkit_arch(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    m = _matrix(ctx)
+    toolkits = [t for t in facts.toolkits if t.version and t.source != "pip"]
+    gpus = _gpus(facts)
+    if not toolkits or not gpus:
+        raise NotApplicable("needs a system toolkit and a visible GPU")
+    for t in toolkits:
+        row = m.sm_support(t.version or "")
+        if not row:
+            continue
+        sms = row.get("sm", [])
+        for g in gpus:
+            cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
+            if not cc:
+                continue
+            evidence = [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
+                        Evidence("toolkits", f"{t.version} {t.root}", t.source), *row_evidence([row], "sm_support")]
+            if cc in sms:
+                yield ok("toolkit.gpu_arch_unsupported", f"CUDA {major_minor(t.version)} compiles for {g.name} "
+                         f"(sm_{cc.replace('.', '')})", *evidence)
+            elif sms and vtuple(cc) < min(vtuple(s) for s in sms):
+                yield finding("toolkit.gpu_arch_unsupported", "fail",
+                              f"CUDA {major_minor(t.version)} cannot compile for {g.name} (sm_{cc.replace('.', '')}): "
+                              f"its oldest target is sm_{min(sms, key=vtuple).replace('.', '')}",
+                              "NVIDIA removed this architecture from the toolkit; nvcc rejects the target.",
+                              evidence, fix="Use an older toolkit that still targets this GPU for builds.")
+            else:
+                yield finding("toolkit.gpu_arch_unsupported", "warn",
+                              f"CUDA {major_minor(t.version)} is older than {g.name} (sm_{cc.replace('.', '')}): "
+                              "it can only run PTX JIT-compiled by the driver",
+                              f"The newest target of this toolkit is sm_{max(sms, key=vtuple).replace('.', '')}.",
+                              evidence, fix="Install a toolkit that targets this GPU natively.")
+
+
+@check("toolkit.host_compiler_unsupported", "CUDA toolkit", "The system gcc is one nvcc accepts.")
+def host_compiler(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    m = _matrix(ctx)
+    gcc = facts.host.gcc
+    toolkits = [t for t in facts.toolkits if t.version and t.nvcc_version and t.source != "pip"]
+    if not toolkits:
+        raise NotApplicable("no toolkit with nvcc")
+    if not gcc:
+        raise Skip("no gcc on PATH, or its version is unknown")
+    for t in toolkits:
+        row = m.host_compiler(t.version or "")
+        if not row or not row.get("gcc_max"):
+            continue
+        evidence = [ev(facts, "host.gcc"), Evidence("toolkits", f"{t.version} {t.root}", t.source),
+                    *row_evidence([row], "host_compiler")]
+        limit = vtuple(row["gcc_max"])
+        if vtuple(gcc)[: len(limit)] > limit:
+            yield finding("toolkit.host_compiler_unsupported", "warn",
+                          f"gcc {gcc} is newer than CUDA {major_minor(t.version)}'s nvcc accepts (≤ {row['gcc_max']})",
+                          "nvcc stops with '#error -- unsupported GNU version!'; extension builds fail.",
+                          evidence, fix=f"Install gcc {row['gcc_max']} and pass it with `nvcc -ccbin g++-"
+                          f"{vtuple(row['gcc_max'])[0]}` (or CUDAHOSTCXX / CC/CXX), or use a newer toolkit.")
+        else:
+            yield ok("toolkit.host_compiler_unsupported", f"gcc {gcc} is supported by CUDA {major_minor(t.version)}",
+                     *evidence)
+
+
+@check("cudnn.version_mismatch", "cuDNN", "The cuDNN that will be loaded matches what each framework needs.")
+def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    tfs = [(env, p) for env in facts.python_envs for p in env.packages
+           if p.name.startswith("tensorflow") and p.cudnn and not p.cpu_only]
+    if not tfs:
+        raise NotApplicable("no framework here states the cuDNN it was built with")
+    for env, p in tfs:
+        wheel = next((q for q in env.packages if q.name.startswith("nvidia-cudnn-cu")), None)
+        lib = facts.loader.libcudnn
+        loaded = (wheel.version if wheel else None) or (lib.version if lib else None)
+        src = f"{wheel.name} in {env.executable}" if wheel else (lib.path if lib else None)
+        if not loaded:
+            continue  # cudnn.missing says it
+        evidence = [Evidence("python_envs.packages", f"{label(p)} built with cuDNN {p.cudnn}"),
+                    Evidence("cudnn", f"{loaded} ({src})")]
+        built, have = vtuple(p.cudnn), vtuple(loaded)
+        if have[:1] != built[:1] or have[: len(built)] < built:
+            yield finding("cudnn.version_mismatch", "fail",
+                          f"{label(p)} was built with cuDNN {p.cudnn} but will load cuDNN {loaded}",
+                          f"TensorFlow refuses a different major or an older release: 'Loaded runtime CuDNN library: "
+                          f"{loaded} but source was compiled with: {p.cudnn}'.", evidence,
+                          fix=f"Install the cuDNN {built[0]}.x the build expects (pip install 'tensorflow[and-cuda]=="
+                              f"{p.version}' pins it).")
+        else:
+            yield ok("cudnn.version_mismatch", f"{label(p)} (cuDNN {p.cudnn}) gets cuDNN {loaded}", *evidence)
+
+
+@check("cudnn.cuda_mismatch", "cuDNN", "Each system cuDNN supports the installed CUDA toolkit.")
+def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    from doctor.matrix import cuda_in
+
+    m = _matrix(ctx)
+    system = [c for c in facts.cudnn if c.source in ("header", "library") and c.version]
+    toolkits = [t for t in facts.toolkits if t.version and t.source != "pip"]
+    if not system or not toolkits:
+        raise NotApplicable("needs a system cuDNN and a system CUDA toolkit")
+    for c in system:
+        row = m.cudnn(c.version or "")
+        if not row:
+            continue
+        for t in toolkits:
+            evidence = [Evidence("cudnn", f"{c.version} ({c.location})", c.source),
+                        Evidence("toolkits", f"{t.version} {t.root}", t.source), *row_evidence([row], "cudnn")]
+            if any(cuda_in(t.version or "", spec) for spec in row.get("cuda", [])):
+                yield ok("cudnn.cuda_mismatch", f"cuDNN {c.version} supports CUDA {major_minor(t.version)}", *evidence)
+            else:
+                yield finding("cudnn.cuda_mismatch", "warn",
+                              f"cuDNN {c.version} does not list CUDA {major_minor(t.version)} as supported "
+                              f"(it supports {', '.join(row.get('cuda', []))})",
+                              "A cuDNN built for another CUDA major fails to load its CUDA libraries, or mixes "
+                              "two CUDA runtimes in one process.", evidence,
+                              fix="Install the cuDNN build for this CUDA (e.g. libcudnn9-cuda-12 for CUDA 12).")
+
+
+SHADOWABLE = {"libcudnn": "nvidia-cudnn-cu", "libcublas": "nvidia-cublas-cu"}
+
+
+@check("framework.libs_shadowed", "Python & frameworks",
+       "The cuDNN/cuBLAS that a framework's nvidia-* wheels ship are the ones it loads.")
+def libs_shadowed(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    envs = [e for e in facts.python_envs if any(p.name.startswith(tuple(SHADOWABLE.values())) for p in e.packages)]
+    if not envs:
+        raise NotApplicable("no nvidia-cudnn/cublas wheels in the checked environments")
+    ld_dirs = [d.rstrip("/") for d in (facts.env.get("LD_LIBRARY_PATH") or "").split(":") if d]
+    for env in envs:
+        wheels = {prefix: next((p for p in env.packages if p.name.startswith(w)), None)
+                  for prefix, w in SHADOWABLE.items()}
+        problems: list[tuple[str, str, str]] = []  # (library, path, how we know)
+        loaded = [lib for p in env.packages for lib in (p.loaded_libraries or [])]
+        for lib in loaded:
+            name = lib.rsplit("/", 1)[-1]
+            for prefix, wheel in wheels.items():
+                if wheel and name.startswith(prefix + ".") and "/nvidia/" not in lib:
+                    problems.append((prefix, lib, "loaded by the framework (--deep)"))
+        ref = facts.loader.libcudnn
+        if ref and wheels["libcudnn"] and ref.path.rsplit("/", 1)[0] in ld_dirs:
+            problems.append(("libcudnn", f"{ref.path} (cuDNN {ref.version or '?'})", "first on LD_LIBRARY_PATH"))
+        evidence = [ev(facts, "env.LD_LIBRARY_PATH"), *[Evidence("python_envs.packages", f"{w.name} {w.version}")
+                                                       for w in wheels.values() if w]]
+        if problems:
+            lib, path, how = problems[0]
+            wheel = wheels[lib]
+            yield finding(
+                "framework.libs_shadowed", "warn",
+                f"{path} shadows the {wheel.name} {wheel.version} wheel in {env.executable}" if wheel else path,
+                f"The library is {how}: LD_LIBRARY_PATH is searched before the wheels' own RUNPATH, so a system "
+                "or toolkit copy of another version is used — the cause of 'undefined symbol' errors and of "
+                "'Loaded runtime CuDNN library … but source was compiled with …'.",
+                [*evidence, Evidence("library", path, how)],
+                fix="Remove that directory from LD_LIBRARY_PATH for this environment (or unset LD_LIBRARY_PATH).")
+        else:
+            yield ok("framework.libs_shadowed", f"Nothing on LD_LIBRARY_PATH shadows the nvidia-* wheels in "
+                     f"{env.executable}", *evidence)
+
+
+CHECKS_DRIVER = [too_old_for_toolkit, too_old_for_gpu, gpu_unsupported_by_driver]
+CHECKS_TOOLKIT = [toolkit_arch, host_compiler]
+CHECKS_CUDNN = [cudnn_cuda_mismatch, cudnn_version_mismatch]
+CHECKS_FRAMEWORK = [framework_cuda_vs_driver, arch_unsupported, nvcc_mismatch, libs_shadowed]

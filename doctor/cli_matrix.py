@@ -1,0 +1,135 @@
+"""`gpu-doctor matrix …` and `gpu-doctor plan`: the matrix's answers as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
+
+
+def _matrix() -> Any:
+    from doctor.matrix import current
+
+    return current()
+
+
+def _print(data: dict[str, Any], as_json: bool, lines: list[str]) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write("\n".join(lines) + "\n")
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from doctor import queries
+
+    if args.what == "refresh":
+        from doctor.refresh import refresh
+
+        result = refresh(timeout=args.timeout)
+        _print(result.__dict__ | {"path": str(result.path) if getattr(result, "path", None) else None},
+               args.json, [result.message])
+        return EXIT_OK if result.ok else EXIT_FAIL
+    m = _matrix()
+    try:
+        answer = {"driver": queries.query_driver, "gpu": queries.query_gpu, "cuda": queries.query_cuda}[args.what](
+            m, args.value)
+    except queries.QueryError as exc:
+        raise UsageError(str(exc)) from None
+    answer["matrix"] = m.describe()
+    _print(answer, args.json, TEXT[args.what](answer))
+    return EXIT_OK
+
+
+def _driver_text(a: dict[str, Any]) -> list[str]:
+    n = a["newest_native_cuda"]
+    lines = [f"Driver {a['driver']}  ({a['matrix']})"]
+    lines.append(f"  newest CUDA it runs natively: {n['version']} ({n['label']}, needs ≥ {n['min_driver']})"
+                 if n else "  runs no CUDA release in the matrix natively")
+    if a["native_cuda"]:
+        lines.append("  CUDA runtimes it runs natively: " + ", ".join(a["native_cuda"]))
+    for r in a["minor_version_compat"]:
+        lines.append(f"  any CUDA {r['cuda_major']}.x application by minor-version compatibility (floor "
+                     f"{r['floor']}; no JIT of newer PTX)")
+    fw = a["newest_frameworks"]
+    if "torch" in fw:
+        t = fw["torch"]
+        lines.append(f"  newest PyTorch: {t['version']} cu{t['cuda'].replace('.', '')} ({t['rule']}) — "
+                     f"pip install torch=={t['version']} --index-url {t['index_url']}")
+    if "tensorflow" in fw:
+        t = fw["tensorflow"]
+        lines.append(f"  newest TensorFlow: {t['version']} (CUDA {t['cuda']}, cuDNN {t['cudnn']})")
+    if "jax" in fw:
+        t = fw["jax"]
+        lines.append(f"  newest JAX: {t['version']} ({t['plugin'] or 'jaxlib'}, CUDA {t['cuda_major']})")
+    return lines
+
+
+def _gpu_text(a: dict[str, Any]) -> list[str]:
+    d = a.get("driver") or {}
+    lines = [f"{a['gpu']}: compute capability {a['compute_capability']} ({a['architecture']}, {a['segment']})  "
+             f"({a['matrix']})"]
+    if d:
+        lines.append(f"  driver: ≥ {d.get('first') or '?'}" + (f", last branch R{d['last_branch']}"
+                                                              if d.get("last_branch") else ", current branches")
+                     + ("" if d.get("open_kernel_module") is None else
+                        f"; open kernel module {'supported' if d['open_kernel_module'] else 'not supported'}"))
+    toolkits = ", ".join(a["toolkits_that_compile_for_it"]) or "none known"
+    lines.append(f"  CUDA toolkits that compile for it: {toolkits}")
+    if a["torch_builds"]:
+        newest = a["torch_builds"][0]
+        lines.append(f"  PyTorch builds with its kernels: {len(a['torch_builds'])} releases, newest "
+                     f"{newest['version']} (CUDA {', '.join(newest['cuda'])})")
+    lines.append(f"  forward compatibility (cuda-compat): {'yes' if a['forward_compat_eligible'] else 'no'}")
+    return lines
+
+
+def _cuda_text(a: dict[str, Any]) -> list[str]:
+    lines = [f"CUDA {a['cuda']}  ({a['matrix']})"]
+    for r in a["releases"]:
+        lines.append(f"  {r['label'] or r['version']}: Linux driver ≥ {r['linux_min_driver'] or '?'}"
+                     + (f", Windows ≥ {r['windows_min_driver']}" if r.get("windows_min_driver") else ""))
+    if a["minor_version_compat_floor"]:
+        lines.append(f"  by minor-version compatibility: any driver ≥ {a['minor_version_compat_floor']}")
+    if a["sm_targets"]:
+        lines.append("  GPU targets: " + " ".join("sm_" + s.replace(".", "") for s in a["sm_targets"]))
+    if a["cudnn"]:
+        lines.append("  cuDNN releases supporting it: " + ", ".join(a["cudnn"]))
+    if a["torch"]:
+        lines.append("  PyTorch builds: " + ", ".join(t["version"] for t in a["torch"]))
+    if a["tensorflow"]:
+        lines.append("  TensorFlow built with it: " + ", ".join(a["tensorflow"]))
+    return lines
+
+
+TEXT = {"driver": _driver_text, "gpu": _gpu_text, "cuda": _cuda_text}
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from doctor import queries
+
+    if not (args.gpu or args.driver or args.want):
+        raise UsageError("plan needs at least one of --gpu, --driver, --want")
+    m = _matrix()
+    try:
+        result = queries.plan(m, args.gpu, args.driver, args.want, args.python)
+    except queries.QueryError as exc:
+        raise UsageError(str(exc)) from None
+    result["matrix"] = m.describe()
+    if result["possible"]:
+        lines = [f"torch {result['torch']} built for CUDA {result['cuda']} ({result['rule']})",
+                 f"  {result['install']}"]
+        if result.get("torchvision"):
+            lines.append(f"  torchvision {result['torchvision']} pairs with it")
+        if result.get("cudnn"):
+            lines.append(f"  cuDNN {result['cudnn']} comes with the wheel")
+        if result.get("min_driver"):
+            lines.append(f"  needs driver ≥ {result['min_driver']} natively")
+        lines.append(f"  source: {result['source']}")
+    else:
+        lines = [f"No PyTorch build fits: {result['why']}"]
+    _print(result, args.json, lines)
+    return EXIT_OK if result["possible"] else EXIT_FAIL

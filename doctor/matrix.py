@@ -1,0 +1,283 @@
+"""The compatibility matrix: reviewed data from compat/ and the rules that read it. Pure and offline.
+
+Rows stay the plain dicts of the TOML files (each with its ``source``), so evidence can quote the
+row and its URL exactly. The rules here answer one question each and say which rule applied.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import tomllib
+
+Row = dict[str, Any]
+FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid")
+
+
+def vtuple(version: str | None) -> tuple[int, ...]:
+    """'535.104.05' -> (535, 104, 5); non-numeric pieces end the tuple. () for None."""
+    out: list[int] = []
+    for piece in re.split(r"[.\-+]", version or ""):
+        if not piece.isdigit():
+            break
+        out.append(int(piece))
+    return tuple(out)
+
+
+def major_minor(version: str | None) -> str | None:
+    t = vtuple(version)
+    return f"{t[0]}.{t[1]}" if len(t) >= 2 else (str(t[0]) if t else None)
+
+
+def branch(driver: str | None) -> int | None:
+    t = vtuple(driver)
+    return t[0] if t else None
+
+
+@dataclass(frozen=True)
+class Matrix:
+    data: dict[str, dict[str, Any]]
+    origin: str = "bundled"
+    reviewed: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def rows(self, file: str, table: str) -> list[Row]:
+        value = self.data.get(file, {}).get(table, [])
+        return value if isinstance(value, list) else []
+
+    def table(self, file: str, table: str) -> Row:
+        value = self.data.get(file, {}).get(table, {})
+        return value if isinstance(value, dict) else {}
+
+    def describe(self) -> str:
+        return f"{self.origin} matrix" + (f", reviewed {self.reviewed}" if self.reviewed else "")
+
+    # --- CUDA toolkit and driver ------------------------------------------------------------
+
+    def toolkit_rows(self, cuda: str) -> list[Row]:
+        """Rows of the toolkit table for a CUDA version ('12.4' → every 12.4.x; '12.4.1' → that one)."""
+        want = vtuple(cuda)
+        rows = [r for r in self.rows("cuda", "toolkit") if vtuple(r.get("version"))[: len(want)] == want]
+        return sorted(rows, key=lambda r: vtuple(r.get("version")))
+
+    def min_driver(self, cuda: str) -> Row | None:
+        """The row that sets the native minimum Linux driver for this CUDA (the lowest of its releases)."""
+        rows = [r for r in self.toolkit_rows(cuda) if r.get("linux_min_driver")]
+        return min(rows, key=lambda r: vtuple(r["linux_min_driver"]), default=None)
+
+    def mvc(self, cuda_major: int) -> Row | None:
+        return next((r for r in self.rows("cuda", "minor_version_compat") if r.get("cuda_major") == cuda_major), None)
+
+    def forward_compat_rows(self, cuda: str) -> list[Row]:
+        """cuda-compat packages able to bring this CUDA (the package for it or a newer one, same major)."""
+        want = vtuple(major_minor(cuda))
+        return [r for r in self.rows("cuda", "forward_compat")
+                if vtuple(r.get("cuda"))[:1] == want[:1] and vtuple(r.get("cuda")) >= want]
+
+    def newest_cuda_for_driver(self, driver: str) -> Row | None:
+        ok = [r for r in self.rows("cuda", "toolkit")
+              if r.get("linux_min_driver") and vtuple(r["linux_min_driver"]) <= vtuple(driver)]
+        return max(ok, key=lambda r: vtuple(r["version"]), default=None)
+
+    def sm_support(self, cuda: str) -> Row | None:
+        mm = major_minor(cuda)
+        return next((r for r in self.rows("cuda", "sm_support") if major_minor(r.get("cuda")) == mm), None)
+
+    def host_compiler(self, cuda: str) -> Row | None:
+        mm = major_minor(cuda)
+        return next((r for r in self.rows("cuda", "host_compiler") if major_minor(r.get("cuda")) == mm), None)
+
+    # --- GPUs ---------------------------------------------------------------------------------
+
+    def gpu(self, name: str | None) -> Row | None:
+        """The GPU row for a name as NVML/nvidia-smi print it (or a marketing name), best match first."""
+        if not name:
+            return None
+        want = _norm_gpu(name)
+        rows = self.rows("gpus", "gpu")
+        for r in rows:
+            if want in {_norm_gpu(n) for n in [r.get("name", ""), *r.get("aliases", [])]}:
+                return r
+        # A looser match: every word of a row's name in the printed name ("RTX 4090" in "NVIDIA GeForce RTX 4090").
+        best: tuple[int, Row] | None = None
+        for r in rows:
+            for n in [r.get("name", ""), *r.get("aliases", [])]:
+                words = _norm_gpu(n).split()
+                if words and all(w in want.split() for w in words) and (best is None or len(words) > best[0]):
+                    best = (len(words), r)
+        return best[1] if best else None
+
+    def architecture(self, name_or_cc: str | None) -> Row | None:
+        if not name_or_cc:
+            return None
+        for r in self.rows("gpus", "architecture"):
+            if r.get("name") == name_or_cc or name_or_cc in r.get("compute_capabilities", []):
+                return r
+        return None
+
+    def gpu_for_facts(self, name: str | None, cc: str | None) -> tuple[Row | None, Row | None]:
+        row = self.gpu(name)
+        cc = cc or (row or {}).get("compute_capability")
+        arch = self.architecture((row or {}).get("architecture")) or self.architecture(cc)
+        return row, arch
+
+    # --- cuDNN and frameworks -----------------------------------------------------------------
+
+    def cudnn(self, version: str) -> Row | None:
+        v = vtuple(version)[:3]
+        for r in self.rows("cudnn", "cudnn"):
+            lo = vtuple(r.get("version"))[:3]
+            hi = vtuple(r.get("last") or r.get("version"))[:3]
+            if lo <= v <= hi or (len(v) < 3 and lo[: len(v)] == v):
+                return r
+        return None
+
+    def torch(self, version: str | None) -> Row | None:
+        base = (version or "").split("+", 1)[0]
+        return next((r for r in self.rows("pytorch", "torch") if r.get("version") == base), None)
+
+    def torch_variant(self, version: str | None, cuda: str | None) -> Row | None:
+        row = self.torch(version)
+        if not row or not cuda:
+            return None
+        mm = major_minor(cuda)
+        return next((v for v in row.get("variant", []) if major_minor(v.get("cuda")) == mm), None)
+
+    def tensorflow(self, version: str | None) -> Row | None:
+        mm = major_minor(version)
+        rows = [r for r in self.rows("tensorflow", "tensorflow") if major_minor(r.get("version")) == mm]
+        return max(rows, key=lambda r: vtuple(r.get("version")), default=None)
+
+
+def cuda_in(cuda: str, spec: str) -> bool:
+    """Is a CUDA version inside '12.0-12.4', '11.8', '12.x'?"""
+    v = vtuple(major_minor(cuda))
+    spec = spec.strip()
+    if spec.endswith(".x"):
+        return v[:1] == vtuple(spec[:-2])[:1]
+    if "-" in spec:
+        lo, hi = spec.split("-", 1)
+        return vtuple(lo) <= v <= vtuple(hi)
+    return v == vtuple(major_minor(spec))
+
+
+def _norm_gpu(name: str) -> str:
+    return re.sub(r"[\s_\-]+", " ", name.lower().replace("nvidia", "")).strip()
+
+
+@cache
+def bundled() -> Matrix:
+    """The matrix shipped in the package (compat/*.toml)."""
+    data: dict[str, dict[str, Any]] = {}
+    problems = []
+    for name in FILES:
+        try:
+            text = resources.files("doctor.compat").joinpath(f"{name}.toml").read_text()
+            data[name] = tomllib.loads(text)
+        except FileNotFoundError:
+            data[name] = {}
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            problems.append(f"compat/{name}.toml: {exc}")
+            data[name] = {}
+    reviewed = max((str(d.get("reviewed")) for d in data.values() if d.get("reviewed")), default=None)
+    return Matrix(data=data, origin="bundled", reviewed=reviewed, problems=problems)
+
+
+# --- the central rule: can this driver run that CUDA runtime? -----------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    rule: str  # native | minor-version | forward-compat | forward-compat-needs-package | too-old | unknown
+    explanation: str
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def needs(self) -> str | None:
+        row = next((r for r in self.rows if r.get("linux_min_driver")), None)
+        return row.get("linux_min_driver") if row else None
+
+
+def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str | None = None,
+                     compat_packages: tuple[str, ...] = (), driver_api: str | None = None) -> Verdict:
+    """Does a driver run an application built with (or bundling) CUDA runtime ``cuda``?
+
+    The rules, in NVIDIA's order (CUDA Compatibility guide): the toolkit's own minimum driver
+    (native); within one major, any driver at or above the major's floor runs newer minors
+    (minor-version compatibility, without PTX JIT of newer PTX); a data-center/embedded GPU can run a
+    newer CUDA through the cuda-compat package for its driver branch (forward compatibility).
+    """
+    need = m.min_driver(cuda)
+    major = vtuple(cuda)[0] if vtuple(cuda) else None
+    if driver is None:
+        if driver_api and vtuple(driver_api):
+            if vtuple(major_minor(cuda)) <= vtuple(driver_api):
+                return Verdict(True, "native", f"the driver's CUDA API is {driver_api} ≥ {major_minor(cuda)}")
+            if vtuple(driver_api)[:1] == (major,) and m.mvc(major or 0):
+                return Verdict(True, "minor-version", f"same CUDA major as the driver's API {driver_api}: runs by "
+                               "minor-version compatibility", [m.mvc(major or 0) or {}])
+            return Verdict(False, "too-old", f"the driver's CUDA API is {driver_api}, older than {cuda}")
+        return Verdict(False, "unknown", "the driver version is unknown")
+    if need and vtuple(driver) >= vtuple(need["linux_min_driver"]):
+        return Verdict(True, "native", f"CUDA {major_minor(cuda)} needs driver ≥ {need['linux_min_driver']} "
+                       f"({need.get('label', need['version'])}); {driver} qualifies", [need])
+    mvc = m.mvc(major) if major is not None else None
+    if mvc and mvc.get("linux_min_driver") and vtuple(driver) >= vtuple(mvc["linux_min_driver"]):
+        return Verdict(True, "minor-version",
+                       f"driver {driver} is older than CUDA {major_minor(cuda)} asks for "
+                       f"(≥ {need['linux_min_driver'] if need else '?'}), but CUDA {major}.x runs on any driver ≥ "
+                       f"{mvc['linux_min_driver']} by minor-version compatibility (no JIT of newer PTX; a few newer "
+                       "APIs return cudaErrorCallRequiresNewerDriver)", [r for r in (need, mvc) if r])
+    fwd = [r for r in m.forward_compat_rows(cuda)
+           if str(branch(driver)) in [str(b) for b in r.get("driver_branches", [])]]
+    policy = m.table("cuda", "forward_compat_policy")
+    eligible = gpu_segment in policy.get("segments", []) if gpu_segment else None
+    if fwd and eligible:
+        installed = [p for p in compat_packages if p.startswith("cuda-compat")]
+        pkg = min(fwd, key=lambda r: vtuple(r.get("cuda")))
+        if installed:
+            return Verdict(True, "forward-compat", f"{', '.join(installed)} lets driver branch {branch(driver)} run "
+                           f"CUDA {major_minor(cuda)} on this {gpu_segment} GPU", [pkg, policy])
+        return Verdict(False, "forward-compat-needs-package",
+                       f"driver {driver} is too old for CUDA {major_minor(cuda)}, but this {gpu_segment} GPU can run "
+                       f"it with the forward-compatibility package {pkg['package']}",
+                       [r for r in (need, pkg, policy) if r])
+    if need is None and mvc is None:
+        return Verdict(False, "unknown", f"CUDA {cuda} is not in the matrix")
+    floor = need["linux_min_driver"] if need else mvc["linux_min_driver"]  # type: ignore[index]
+    why = f"CUDA {major_minor(cuda)} needs driver ≥ {floor}; {driver} is older"
+    if fwd and eligible is False:
+        why += " (forward compatibility does not apply: it is for data-center and embedded GPUs, not " \
+               f"{gpu_segment} ones)"
+    return Verdict(False, "too-old", why, [r for r in (need, mvc) if r])
+
+
+@cache
+def current() -> Matrix:
+    """The bundled matrix, plus PyPI-derived framework releases from `gpu-doctor matrix refresh` that the
+    bundle does not have yet (hand-reviewed rows always win). Reads a local cache file; never the network."""
+    base = bundled()
+    try:
+        from doctor.refresh import load_cached
+
+        cached = load_cached()
+    except (ImportError, OSError, ValueError):
+        cached = None
+    if not cached:
+        return base
+    data = {name: dict(content) for name, content in base.data.items()}
+    added = 0
+    for file, table in (("pytorch", "torch"), ("tensorflow", "tensorflow"), ("jax", "jax")):
+        rows = (cached.get(file) or {}).get(table) or []
+        known = {str(r.get("version")) for r in data.get(file, {}).get(table, [])}
+        new = [r for r in rows if isinstance(r, dict) and str(r.get("version")) not in known]
+        if new:
+            data.setdefault(file, {})[table] = [*data.get(file, {}).get(table, []), *new]
+            added += len(new)
+    origin = f"bundled + {added} PyPI row(s) fetched {str(cached.get('fetched_at', '?'))[:10]}" if added else "bundled"
+    return Matrix(data=data, origin=origin, reviewed=base.reviewed, problems=base.problems)

@@ -1,0 +1,222 @@
+"""Questions answered from the matrix alone: what a driver runs, what a GPU needs, what a CUDA version
+brings, and the planner that picks the newest working combination. Pure: data in, dicts out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from doctor.matrix import Matrix, Row, cuda_in, driver_runs_cuda, major_minor, vtuple
+
+
+class QueryError(ValueError):
+    """The question cannot be asked (unknown GPU, malformed version): a one-line message for the user."""
+
+
+def _src(row: Row | None) -> str | None:
+    return (row or {}).get("source")
+
+
+def _driver_ok(m: Matrix, driver: str, cuda: str, segment: str | None = None) -> tuple[bool, str]:
+    v = driver_runs_cuda(m, driver, cuda, segment)
+    return v.ok, v.rule
+
+
+def query_driver(m: Matrix, driver: str) -> dict[str, Any]:
+    if not vtuple(driver) or vtuple(driver)[0] < 100:
+        raise QueryError(f"{driver!r} is not an NVIDIA driver version (e.g. 535.104.05)")
+    native = [r for r in m.rows("cuda", "toolkit")
+              if r.get("linux_min_driver") and vtuple(r["linux_min_driver"]) <= vtuple(driver)]
+    mvc = [r for r in m.rows("cuda", "minor_version_compat")
+           if r.get("linux_min_driver") and vtuple(r["linux_min_driver"]) <= vtuple(driver)]
+    newest = max(native, key=lambda r: vtuple(r["version"]), default=None)
+    return {
+        "driver": driver,
+        "newest_native_cuda": newest and {"version": newest["version"], "label": newest.get("label"),
+                                          "min_driver": newest["linux_min_driver"], "source": _src(newest)},
+        "native_cuda": sorted({major_minor(r["version"]) for r in native}, key=vtuple),
+        "minor_version_compat": [{"cuda_major": r["cuda_major"], "floor": r["linux_min_driver"], "source": _src(r)}
+                                 for r in mvc],
+        "newest_frameworks": _newest_frameworks(m, driver),
+    }
+
+
+def _newest_frameworks(m: Matrix, driver: str, cc: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for row in sorted(m.rows("pytorch", "torch"), key=lambda r: vtuple(r["version"]), reverse=True):
+        for var in sorted(row.get("variant", []), key=lambda v: vtuple(v["cuda"]), reverse=True):
+            ok, rule = _driver_ok(m, driver, var["cuda"])
+            if ok and (cc is None or _arch_ok(cc, var)):
+                out["torch"] = {"version": row["version"], "cuda": var["cuda"], "rule": rule,
+                                "index_url": _index_url(var["cuda"]), "source": _src(var) or _src(row)}
+                break
+        if "torch" in out:
+            break
+    for row in sorted(m.rows("tensorflow", "tensorflow"), key=lambda r: vtuple(r["version"]), reverse=True):
+        if row.get("cuda") and _driver_ok(m, driver, row["cuda"])[0]:
+            out["tensorflow"] = {"version": row["version"], "cuda": row["cuda"], "cudnn": row.get("cudnn"),
+                                 "source": _src(row)}
+            break
+    for row in sorted(m.rows("jax", "jax"), key=lambda r: vtuple(r["version"]), reverse=True):
+        need = row.get("min_driver")
+        if need and vtuple(driver) < vtuple(need):
+            continue
+        if not need and row.get("cuda_major") and not _driver_ok(m, driver, f"{row['cuda_major']}.0")[0]:
+            continue
+        out["jax"] = {"version": row["version"], "plugin": row.get("plugin"), "cuda_major": row.get("cuda_major"),
+                      "source": _src(row)}
+        break
+    return out
+
+
+def _index_url(cuda: str) -> str:
+    return f"https://download.pytorch.org/whl/cu{cuda.replace('.', '')}"
+
+
+def _arch_ok(cc: str, variant: Row) -> bool:
+    sass = variant.get("arch_list") or []
+    v = vtuple(cc)
+    if any(vtuple(s)[:1] == v[:1] and vtuple(s) <= v for s in sass):
+        return True
+    ptx = variant.get("ptx")
+    return bool(ptx) and vtuple(ptx) <= v
+
+
+def query_gpu(m: Matrix, name: str) -> dict[str, Any]:
+    row = m.gpu(name)
+    if row is None:
+        raise QueryError(f"unknown GPU {name!r} (not in compat/gpus.toml; try the name nvidia-smi prints)")
+    cc = row["compute_capability"]
+    arch = m.architecture(row.get("architecture")) or m.architecture(cc)
+    toolkits = [r["cuda"] for r in m.rows("cuda", "sm_support") if cc in r.get("sm", [])]
+    torch = []
+    for t in m.rows("pytorch", "torch"):
+        cudas = [v["cuda"] for v in t.get("variant", []) if v.get("arch_list") and _arch_ok(cc, v)]
+        if cudas:
+            torch.append({"version": t["version"], "cuda": sorted(cudas, key=vtuple)})
+    return {
+        "gpu": row["name"], "compute_capability": cc, "architecture": row.get("architecture"),
+        "segment": row.get("segment"), "source": _src(row),
+        "driver": arch and {"first": arch.get("first_driver"), "last_branch": arch.get("last_driver_branch"),
+                            "open_kernel_module": arch.get("open_kernel_module"), "source": _src(arch)},
+        "toolkits_that_compile_for_it": sorted(toolkits, key=vtuple),
+        "torch_builds": torch,
+        "forward_compat_eligible": row.get("segment") in m.table("cuda", "forward_compat_policy").get("segments", []),
+    }
+
+
+def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
+    rows = m.toolkit_rows(cuda)
+    if not vtuple(cuda) or not (rows or m.sm_support(cuda)):
+        raise QueryError(f"CUDA {cuda!r} is not in the matrix (e.g. 12.4 or 12.4.1)")
+    need = m.min_driver(cuda)
+    mvc = m.mvc(vtuple(cuda)[0])
+    cudnn = [r["version"] + (f"–{r['last']}" if r.get("last") else "") for r in m.rows("cudnn", "cudnn")
+             if any(cuda_in(cuda, s) for s in r.get("cuda", []))]
+    torch = [{"version": t["version"], "index_url": _index_url(v["cuda"])} for t in m.rows("pytorch", "torch")
+             for v in t.get("variant", []) if major_minor(v["cuda"]) == major_minor(cuda)]
+    tf = [t["version"] for t in m.rows("tensorflow", "tensorflow") if major_minor(t.get("cuda")) == major_minor(cuda)]
+    return {
+        "cuda": cuda,
+        "releases": [{"version": r["version"], "label": r.get("label"), "linux_min_driver": r.get("linux_min_driver"),
+                      "windows_min_driver": r.get("windows_min_driver"), "source": _src(r)} for r in rows],
+        "min_driver": need and need.get("linux_min_driver"),
+        "minor_version_compat_floor": mvc and mvc.get("linux_min_driver"),
+        "sm_targets": (m.sm_support(cuda) or {}).get("sm"),
+        "cudnn": cudnn, "torch": torch, "tensorflow": tf,
+    }
+
+
+def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, python: str | None) -> dict[str, Any]:
+    """The newest torch build that fits every constraint, or which constraint makes it impossible."""
+    spec = _spec(want)
+    cc = None
+    segment = None
+    if gpu:
+        row = m.gpu(gpu)
+        if row is None:
+            raise QueryError(f"unknown GPU {gpu!r} (not in compat/gpus.toml)")
+        cc, segment = row["compute_capability"], row.get("segment")
+    if driver and (not vtuple(driver) or vtuple(driver)[0] < 100):
+        raise QueryError(f"{driver!r} is not an NVIDIA driver version (e.g. 535 or 535.104.05)")
+    drv = _full_driver(m, driver) if driver else None
+    blocked: dict[str, list[str]] = {"python": [], "gpu": [], "driver": []}
+    for row in sorted(m.rows("pytorch", "torch"), key=lambda r: vtuple(r["version"]), reverse=True):
+        if spec is not None and not _in_spec(row["version"], spec):
+            continue
+        if python and row.get("python") and not _in_spec(python, _spec(row["python"]) or SpecifierSet()):
+            blocked["python"].append(row["version"])
+            continue
+        for var in sorted(row.get("variant", []), key=lambda v: vtuple(v["cuda"]), reverse=True):
+            if cc and not _arch_ok(cc, var):
+                blocked["gpu"].append(f"{row['version']} cu{var['cuda'].replace('.', '')}")
+                continue
+            if drv:
+                v = driver_runs_cuda(m, drv, var["cuda"], segment)
+                if not v.ok:
+                    blocked["driver"].append(f"{row['version']} cu{var['cuda'].replace('.', '')} (needs ≥ "
+                                             f"{v.needs or '?'})")
+                    continue
+                rule = v.rule
+            else:
+                rule = "no driver given"
+            return {
+                "possible": True,
+                "torch": row["version"], "cuda": var["cuda"], "rule": rule,
+                "install": f"pip install torch=={row['version']} --index-url {_index_url(var['cuda'])}",
+                "torchvision": row.get("torchvision"), "cudnn": var.get("cudnn"),
+                "min_driver": (m.min_driver(var["cuda"]) or {}).get("linux_min_driver"),
+                "source": _src(var) or _src(row),
+            }
+    return {"possible": False, "why": _why(m, blocked, spec, want, cc, drv)}
+
+
+def _why(m: Matrix, blocked: dict[str, list[str]], spec: Any, want: str | None, cc: str | None,
+         drv: str | None) -> str:
+    if not any(blocked.values()):
+        return f"no PyTorch release in the matrix satisfies {want!r}"
+    parts = []
+    if blocked["driver"]:
+        first = blocked["driver"][0]
+        parts.append(f"driver {drv} is too old for {first}: upgrade the driver")
+        older = plan(m, None, drv, None, None) if drv else None
+        if older and older.get("possible"):
+            parts.append(f"or relax the version: torch {older['torch']} cu{older['cuda'].replace('.', '')} runs on it")
+    if blocked["gpu"]:
+        parts.append(f"no build in range has kernels for sm_{(cc or '').replace('.', '')} "
+                     f"(e.g. {blocked['gpu'][0]}): take a newer torch")
+    if blocked["python"]:
+        parts.append(f"your Python is outside Requires-Python of {', '.join(blocked['python'][:3])}")
+    return "; ".join(parts)
+
+
+def _full_driver(m: Matrix, driver: str) -> str:
+    """A bare branch ('535') stands for that branch's newest release the matrix knows of (or its floor)."""
+    if "." in driver:
+        return driver
+    return f"{driver}.999.99"  # any release of the branch: compare against the branch as a whole
+
+
+def _spec(text: str | None) -> SpecifierSet | None:
+    if not text:
+        return None
+    body = text.strip()
+    for name in ("torch", "pytorch"):
+        if body.lower().startswith(name):
+            body = body[len(name):].strip()
+    if not body:
+        return None
+    try:
+        return SpecifierSet(body if body[0] in "<>=!~" else f"=={body}")
+    except InvalidSpecifier:
+        raise QueryError(f"--want {text!r}: not a version specifier (e.g. torch>=2.4)") from None
+
+
+def _in_spec(version: str, spec: SpecifierSet) -> bool:
+    try:
+        return Version(version) in spec
+    except InvalidVersion:
+        return False
