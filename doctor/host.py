@@ -73,9 +73,11 @@ def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str
     except subprocess.TimeoutExpired:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-            proc.communicate(timeout=1.0)
-        return CmdResult(args, None, error=f"timed out after {timeout:g}s")
+        out = err = b""
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError, ValueError):
+            out, err = proc.communicate(timeout=1.0)  # whatever it printed before it hung
+        return CmdResult(args, None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                         error=f"timed out after {timeout:g}s")
     return CmdResult(args, proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
 

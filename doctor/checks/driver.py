@@ -137,9 +137,11 @@ def module_userspace_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if held:
         steps.append(FixStep(["apt-mark", "hold", *held], root=True, risk="safe",
                              note="keep unattended upgrades from doing this again"))
+    versions = (f"kernel module {d.kernel_module or '?'} ≠ user-space {d.userspace or '?'}"
+                if d.kernel_module or d.userspace else f"NVML says {d.nvml_error!r}")
     yield finding(
         "driver.module_userspace_mismatch", "fail",
-        f"Driver/library version mismatch: kernel module {d.kernel_module or '?'} ≠ user-space {d.userspace or '?'}",
+        f"Driver/library version mismatch: {versions}",
         "The driver packages were upgraded but the old kernel module is still loaded (an upgrade without a "
         "reboot, often by unattended-upgrades). nvidia-smi prints 'Failed to initialize NVML: Driver/library "
         "version mismatch' and CUDA programs fail until the new module is loaded.",

@@ -37,22 +37,32 @@ MARKER = "\n@@GPU-DOCTOR@@"
 def run_python_child(
     host: Host, python: str, script: str, args: list[str], timeout: float, probe: str, rec: Recorder
 ) -> dict[str, Any] | None:
-    """Run one of our scripts in an interpreter and read the JSON it prints after the marker.
+    """Run one of our scripts in an interpreter and merge the JSON sections it prints after the marker.
 
-    The marker protects against a sitecustomize or framework that prints on import.
+    The marker protects against a sitecustomize or framework that prints on import. A child that
+    times out still contributes the sections it printed before it hung; the error names the part
+    that did not answer.
     """
     result = host.run([python, "-c", child_script(script), *args], timeout)
+    merged: dict[str, Any] = {}
+    sections = []
+    for chunk in result.stdout.split(MARKER.strip())[1:]:
+        try:
+            data = json.loads(chunk)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict):
+            sections.append(data.pop("section", None))
+            merged.update(data)
     if result.error or result.returncode != 0:
         shown = result.error or f"exit {result.returncode}: {(result.stderr.strip().splitlines() or [''])[-1][:300]}"
-        rec.error(probe, f"{python}: {shown}")
-        return None
-    _, sep, payload = result.stdout.rpartition(MARKER.strip())
-    try:
-        data = json.loads(payload if sep else result.stdout)
-    except json.JSONDecodeError:
+        after = f" (after the {', '.join(s for s in sections if s)} part answered)" if any(sections) else ""
+        rec.error(probe, f"{python}: {shown}{after}")
+        return merged or None
+    if not sections:
         rec.error(probe, f"{python}: unreadable answer from the child process")
         return None
-    return data if isinstance(data, dict) else None
+    return merged
 
 
 def own_python() -> str:

@@ -42,8 +42,12 @@ def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loade
     modules = host.try_read("/proc/modules")
     loaded_names = {line.split(" ", 1)[0] for line in modules.splitlines()} if modules is not None else None
     module_loaded = None if loaded_names is None else "nvidia" in loaded_names
-    if module_loaded is None and kernel_module:
+    if (module_loaded is None and kernel_module) or native.get("nvml_driver_version"):
+        # NVML initialises only through a working kernel driver (on WSL2 that is dxgkrnl, which
+        # /proc/modules does not list as nvidia).
         module_loaded = True
+    for lost in native.get("gpu_errors") or []:
+        rec.error("nvml", lost)
     flavor = parsed.get("flavor")
     if flavor is None and module_loaded:
         lic = host.try_read("/sys/module/nvidia/license")  # not exported by all kernels

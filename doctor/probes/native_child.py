@@ -97,7 +97,16 @@ def probe_nvml(out: dict[str, Any]) -> None:
         out["nvml_driver_version"] = _str(n.nvmlSystemGetDriverVersion())
         out["nvml_cuda_driver_version_int"] = _call(n.nvmlSystemGetCudaDriverVersion)
         count = n.nvmlDeviceGetCount()
-        out["gpus"] = [_nvml_gpu(n, i) for i in range(count)]
+        gpus, lost = [], []
+        for i in range(count):
+            # One lost GPU ("GPU is lost", Xid 79) must not hide the healthy ones.
+            try:
+                gpus.append(_nvml_gpu(n, i))
+            except n.NVMLError as exc:
+                lost.append(f"GPU {i}: {exc}")
+        out["gpus"] = gpus
+        if lost:
+            out["gpu_errors"] = lost
     except n.NVMLError as exc:
         out["nvml_error"] = str(exc)
     finally:
@@ -207,13 +216,24 @@ def probe_cudnn(out: dict[str, Any], path: str) -> None:
         out["cudnn_error"] = str(exc)
 
 
+def emit(section: str, out: dict[str, Any]) -> None:
+    """Print one section as soon as it is known: if a later call hangs and the parent kills us, what
+    was already learned survives (the parent reads every section that arrived)."""
+    sys.stdout.write("\n@@GPU-DOCTOR@@" + json.dumps({"section": section, **out}))
+    sys.stdout.flush()
+
+
 def main(argv: list[str]) -> int:
-    out: dict[str, Any] = {}
-    probe_nvml(out)
-    probe_cuda(out)
+    nvml: dict[str, Any] = {}
+    probe_nvml(nvml)
+    emit("nvml", nvml)
+    cuda: dict[str, Any] = {}
+    probe_cuda(cuda)
+    emit("libcuda", cuda)
     if len(argv) >= 2 and argv[0] == "--cudnn":
-        probe_cudnn(out, argv[1])
-    sys.stdout.write("\n@@GPU-DOCTOR@@" + json.dumps(out))
+        cudnn: dict[str, Any] = {}
+        probe_cudnn(cudnn, argv[1])
+        emit("cudnn", cudnn)
     return 0
 
 
