@@ -64,10 +64,14 @@ class Matrix:
         rows = [r for r in self.rows("cuda", "toolkit") if vtuple(r.get("version"))[: len(want)] == want]
         return sorted(rows, key=lambda r: vtuple(r.get("version")))
 
-    def min_driver(self, cuda: str) -> Row | None:
-        """The row that sets the native minimum Linux driver for this CUDA (the lowest of its releases)."""
-        rows = [r for r in self.toolkit_rows(cuda) if r.get("linux_min_driver")]
-        return min(rows, key=lambda r: vtuple(r["linux_min_driver"]), default=None)
+    def min_driver(self, cuda: str, windows: bool = False) -> Row | None:
+        """The row that sets the native minimum driver for this CUDA (the lowest of its releases).
+
+        ``windows``: compare against NVIDIA's Windows column — what WSL2 reports is the Windows driver.
+        """
+        key = "windows_min_driver" if windows else "linux_min_driver"
+        rows = [r for r in self.toolkit_rows(cuda) if r.get(key)]
+        return min(rows, key=lambda r: vtuple(r[key]), default=None)
 
     def mvc(self, cuda_major: int) -> Row | None:
         return next((r for r in self.rows("cuda", "minor_version_compat") if r.get("cuda_major") == cuda_major), None)
@@ -102,12 +106,21 @@ class Matrix:
         for r in rows:
             if want in {_norm_gpu(n) for n in [r.get("name", ""), *r.get("aliases", [])]}:
                 return r
-        # A looser match: every word of a row's name in the printed name ("RTX 4090" in "NVIDIA GeForce RTX 4090").
+        # Looser: the words typed are all in a row's name ("RTX 4090" → "NVIDIA GeForce RTX 4090"), the
+        # closest such row first; else a row's words all appear in the printed name.
+        typed = set(want.split())
         best: tuple[int, Row] | None = None
         for r in rows:
             for n in [r.get("name", ""), *r.get("aliases", [])]:
-                words = _norm_gpu(n).split()
-                if words and all(w in want.split() for w in words) and (best is None or len(words) > best[0]):
+                words = set(_norm_gpu(n).split())
+                if typed and typed <= words and (best is None or len(words) < best[0]):
+                    best = (len(words), r)
+        if best:
+            return best[1]
+        for r in rows:
+            for n in [r.get("name", ""), *r.get("aliases", [])]:
+                words = set(_norm_gpu(n).split())
+                if words and words <= typed and (best is None or len(words) > best[0]):
                     best = (len(words), r)
         return best[1] if best else None
 
@@ -204,7 +217,8 @@ class Verdict:
 
 
 def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str | None = None,
-                     compat_packages: tuple[str, ...] = (), driver_api: str | None = None) -> Verdict:
+                     compat_packages: tuple[str, ...] = (), driver_api: str | None = None,
+                     windows: bool = False) -> Verdict:
     """Does a driver run an application built with (or bundling) CUDA runtime ``cuda``?
 
     The rules, in NVIDIA's order (CUDA Compatibility guide): the toolkit's own minimum driver
@@ -212,7 +226,10 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
     (minor-version compatibility, without PTX JIT of newer PTX); a data-center/embedded GPU can run a
     newer CUDA through the cuda-compat package for its driver branch (forward compatibility).
     """
-    need = m.min_driver(cuda)
+    key = "windows_min_driver" if windows else "linux_min_driver"
+    need = m.min_driver(cuda, windows)
+    if need and windows:
+        need = {**need, "linux_min_driver": need[key]}  # the messages below speak of "the" minimum
     major = vtuple(cuda)[0] if vtuple(cuda) else None
     if driver is None:
         if driver_api and vtuple(driver_api):
@@ -227,14 +244,16 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
         return Verdict(True, "native", f"CUDA {major_minor(cuda)} needs driver ≥ {need['linux_min_driver']} "
                        f"({need.get('label', need['version'])}); {driver} qualifies", [need])
     mvc = m.mvc(major) if major is not None else None
+    if mvc and windows:
+        mvc = {**mvc, "linux_min_driver": mvc.get(key)}
     if mvc and mvc.get("linux_min_driver") and vtuple(driver) >= vtuple(mvc["linux_min_driver"]):
         return Verdict(True, "minor-version",
                        f"driver {driver} is older than CUDA {major_minor(cuda)} asks for "
                        f"(≥ {need['linux_min_driver'] if need else '?'}), but CUDA {major}.x runs on any driver ≥ "
                        f"{mvc['linux_min_driver']} by minor-version compatibility (no JIT of newer PTX; a few newer "
                        "APIs return cudaErrorCallRequiresNewerDriver)", [r for r in (need, mvc) if r])
-    fwd = [r for r in m.forward_compat_rows(cuda)
-           if str(branch(driver)) in [str(b) for b in r.get("driver_branches", [])]]
+    fwd = [] if windows else [r for r in m.forward_compat_rows(cuda)
+                              if str(branch(driver)) in [str(b) for b in r.get("driver_branches", [])]]
     policy = m.table("cuda", "forward_compat_policy")
     eligible = gpu_segment in policy.get("segments", []) if gpu_segment else None
     if fwd and eligible:
@@ -247,8 +266,9 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
                        f"driver {driver} is too old for CUDA {major_minor(cuda)}, but this {gpu_segment} GPU can run "
                        f"it with the forward-compatibility package {pkg['package']}",
                        [r for r in (need, pkg, policy) if r])
-    if need is None and mvc is None:
-        return Verdict(False, "unknown", f"CUDA {cuda} is not in the matrix")
+    if (need is None or not need.get("linux_min_driver")) and (mvc is None or not mvc.get("linux_min_driver")):
+        return Verdict(False, "unknown", f"CUDA {cuda} is not in the matrix"
+                       + (" (with a Windows driver minimum)" if windows else ""))
     floor = need["linux_min_driver"] if need else mvc["linux_min_driver"]  # type: ignore[index]
     why = f"CUDA {major_minor(cuda)} needs driver ≥ {floor}; {driver} is older"
     if fwd and eligible is False:

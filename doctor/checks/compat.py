@@ -62,7 +62,9 @@ def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
 
 def _verdict(m: Matrix, facts: Facts, cuda: str) -> Verdict:
     compat = tuple(p.name for p in facts.driver.packages if p.name.startswith("cuda-compat"))
-    return driver_runs_cuda(m, _driver(facts), cuda, _segment(m, facts), compat, facts.driver.cuda_driver_api)
+    # Under WSL2 the driver is the Windows one, and NVML reports its Windows version (e.g. 551.78).
+    return driver_runs_cuda(m, _driver(facts), cuda, _segment(m, facts), compat, facts.driver.cuda_driver_api,
+                            windows=bool(facts.host.wsl))
 
 
 def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Iterator[Finding]:

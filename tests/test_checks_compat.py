@@ -1,0 +1,269 @@
+"""Matrix-driven checks on real (driver, GPU, toolkit, cuDNN, framework) combinations.
+
+Each row's right answer is stated by the source named beside it: NVIDIA's release-notes table
+"CUDA Toolkit and Corresponding Driver Versions" (RN), the CUDA Compatibility guide's minor-version
+(MVC) and forward-compatibility (FWD) sections, NVIDIA's driver branch support for GPU
+architectures (ARCH), the toolkits' own GPU target lists and host_config.h (SM, GCC), cuDNN's
+support matrix (CUDNN), PyTorch's build arch lists (TORCH) and TensorFlow's tested configurations (TF).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from conftest import run_check
+from factories import H100, make_facts
+
+from doctor.facts import Cudnn, Gpu, LibRef, Package, PyPackage, PythonEnv, Toolkit
+from doctor.matrix import bundled, driver_runs_cuda
+
+
+def gpu(name: str, cc: str | None = None, **kw: Any) -> Gpu:
+    return replace(H100, name=name, compute_capability=cc, **kw)
+
+
+def toolkit(version: str, root: str | None = None) -> Toolkit:
+    return Toolkit(root=root or f"/usr/local/cuda-{version[:4].rstrip('.')}", version=version,
+                   nvcc_version=version, source="path")
+
+
+def env(*pkgs: PyPackage) -> list[PythonEnv]:
+    return [PythonEnv(executable="/venv/bin/python", version="3.11.9", origin="VIRTUAL_ENV", packages=list(pkgs))]
+
+
+def torch(version: str, cuda: str | None, **kw: Any) -> PyPackage:
+    return PyPackage("torch", version, cuda=cuda, cpu_only=cuda is None, **kw)
+
+
+def driver(version: str, **kw: Any) -> dict[str, Any]:
+    return {"driver__kernel_module": version, "driver__userspace": version, **kw}
+
+
+def outcome(facts: Any, check_id: str) -> tuple[str, list]:
+    report = run_check(facts, check_id)
+    (result,) = report.checks
+    return result.status, report.findings
+
+
+A100 = gpu("NVIDIA A100-SXM4-80GB", "8.0")
+RTX4090 = gpu("NVIDIA GeForce RTX 4090", "8.9")
+RTX5090 = gpu("NVIDIA GeForce RTX 5090", "12.0")
+GTX1080 = gpu("NVIDIA GeForce GTX 1080", "6.1")
+P100 = gpu("Tesla P100-PCIE-16GB", "6.0")
+K80 = gpu("Tesla K80", "3.7")
+T4 = gpu("Tesla T4", "7.5")
+B200 = gpu("NVIDIA B200", "10.0")
+
+
+# --- driver vs CUDA runtime: the rule engine on NVIDIA's own examples --------------------------
+
+VERDICTS = [
+    # (driver, CUDA runtime, GPU segment, compat packages, ok, rule)          source
+    ("530.30.02", "12.1", "consumer", (), True, "native"),                    # RN: 12.1 GA needs 530.30.02
+    ("530.30.02", "12.4", "consumer", (), True, "minor-version"),             # MVC: 12.x on >= 525.60.13
+    ("525.60.13", "12.8", "consumer", (), True, "minor-version"),             # MVC floor exactly
+    ("525.60.12", "12.0", "consumer", (), False, "too-old"),                  # RN: 12.0 GA needs 525.60.13
+    ("520.61.05", "11.8", "datacenter", (), True, "native"),                  # RN: 11.8 GA
+    ("470.82.01", "11.8", "consumer", (), True, "minor-version"),             # MVC: 11.x on >= 450.80.02
+    ("450.80.02", "11.4", "consumer", (), True, "minor-version"),             # MVC floor for 11
+    ("440.33", "11.0", "consumer", (), False, "too-old"),                     # RN: 11.0 needs 450.x
+    ("470.82.01", "12.1", "consumer", (), False, "too-old"),                  # CUDA 12 on R470 GeForce
+    ("535.104.05", "12.2", "datacenter", (), True, "native"),                 # RN: 12.2 U2 needs 535.104.05
+    ("535.104.05", "12.4", "datacenter", (), True, "minor-version"),          # MVC
+    ("535.104.05", "13.0", "datacenter", (), False, "forward-compat-needs-package"),  # FWD: cuda-compat-13-0 on R535
+    ("535.104.05", "13.0", "datacenter", ("cuda-compat-13-0",), True, "forward-compat"),
+    ("535.104.05", "13.0", "consumer", (), False, "too-old"),                 # FWD: not for GeForce
+    ("535.104.05", "13.0", None, (), False, "too-old"),                       # segment unknown: no claim
+    ("580.65.06", "13.0", "consumer", (), True, "native"),                    # RN: 13.0 GA
+    ("580.65.06", "12.8", "consumer", (), True, "native"),                    # RN: 12.8 needs 570.26
+    ("570.26", "12.8", "consumer", (), True, "native"),                       # RN: 12.8 GA
+    ("570.26", "12.9", "consumer", (), True, "minor-version"),                # RN 12.9 needs 575.51.03; MVC
+    ("550.54.14", "12.4", "consumer", (), True, "native"),                    # RN: 12.4 GA
+    ("550.54.14", "13.0", "datacenter", (), False, "too-old"),                # FWD: 13-0 lists R535, R570 only
+    ("410.48", "10.0", "consumer", (), True, "native"),                       # RN: 10.0.130
+    ("418.39", "10.2", "consumer", (), False, "too-old"),                     # RN: 10.2 needs 440.33; no MVC for 10
+]
+
+
+@pytest.mark.parametrize(("drv", "cuda", "segment", "compat", "ok", "rule"), VERDICTS)
+def test_driver_runs_cuda_follows_nvidia_rules(drv: str, cuda: str, segment: str | None, compat: tuple,
+                                               ok: bool, rule: str) -> None:
+    v = driver_runs_cuda(bundled(), drv, cuda, segment, compat)
+    assert (v.ok, v.rule) == (ok, rule), v.explanation
+    assert all(r.get("source", "").startswith("https://") for r in v.rows if r)
+
+
+def test_unknown_driver_version_falls_back_to_the_driver_api() -> None:
+    # nvidia-smi's "CUDA Version" / cuDriverGetVersion is the driver's maximum, not a toolkit.
+    m = bundled()
+    assert driver_runs_cuda(m, None, "12.2", driver_api="12.2").rule == "native"
+    assert driver_runs_cuda(m, None, "12.4", driver_api="12.2").rule == "minor-version"
+    assert not driver_runs_cuda(m, None, "13.0", driver_api="12.2").ok
+
+
+def test_wsl_compares_against_the_windows_driver_column() -> None:
+    # Under WSL2 NVML reports the Windows driver (551.61 = CUDA 12.4 GA's Windows minimum, RN).
+    m = bundled()
+    assert driver_runs_cuda(m, "551.61", "12.4", windows=True).rule == "native"
+    # 551.00 is past the Linux minimum (550.54.14) but short of the Windows one (551.61).
+    assert driver_runs_cuda(m, "551.00", "12.4", windows=False).rule == "native"
+    assert driver_runs_cuda(m, "551.00", "12.4", windows=True).rule == "minor-version"
+    assert not driver_runs_cuda(m, "527.40", "12.0", windows=True).ok  # RN: 12.0 Windows needs 527.41
+
+
+# --- the checks on whole machines ---------------------------------------------------------------
+
+CASES = [
+    # (id, facts overrides, check, severity, words in the title)
+    ("cuda13-toolkit-on-535", {**driver("535.309.01"), "toolkits": [toolkit("13.0.0")], "gpus": [RTX4090]},
+     "driver.too_old_for_cuda_runtime", "fail", ["CUDA toolkit 13.0.0", "535.309.01"]),
+    ("cuda13-toolkit-on-535-h100-needs-compat", {**driver("535.104.05"), "toolkits": [toolkit("13.0.0")],
+                                                 "gpus": [H100]},
+     "driver.too_old_for_cuda_runtime", "fail", ["needs a newer driver"]),
+    ("cuda13-toolkit-on-535-h100-with-compat", {**driver("535.104.05", driver__packages=[
+        Package("cuda-compat-13-0", "580.65.06-1", "dpkg")]), "toolkits": [toolkit("13.0.0")], "gpus": [H100]},
+     "driver.too_old_for_cuda_runtime", "ok", ["forward-compat"]),
+    ("cuda124-toolkit-on-550", {**driver("550.90.07"), "toolkits": [toolkit("12.4.1")]},
+     "driver.too_old_for_cuda_runtime", "ok", ["native"]),
+    ("cuda124-toolkit-on-535-mvc", {**driver("535.104.05"), "toolkits": [toolkit("12.4.1")]},
+     "driver.too_old_for_cuda_runtime", "ok", ["minor-version"]),
+    ("torch-cu121-on-530", {**driver("530.30.02"), "python_envs": env(torch("2.1.2", "12.1"))},
+     "framework.cuda_newer_than_driver", "ok", ["torch 2.1.2", "native"]),
+    ("torch-cu124-on-535", {**driver("535.104.05"), "python_envs": env(torch("2.5.1", "12.4"))},
+     "framework.cuda_newer_than_driver", "ok", ["minor-version"]),
+    ("torch-cu121-on-470-geforce", {**driver("470.223.02"), "gpus": [RTX4090.__class__(**{
+        **RTX4090.__dict__, "name": "NVIDIA GeForce RTX 3090", "compute_capability": "8.6"})],
+        "python_envs": env(torch("2.5.1", "12.1"))},
+     "framework.cuda_newer_than_driver", "fail", ["torch 2.5.1 needs a newer driver than 470.223.02"]),
+    ("torch-cu118-on-470-mvc", {**driver("470.223.02"), "python_envs": env(torch("2.1.2", "11.8"))},
+     "framework.cuda_newer_than_driver", "ok", ["minor-version"]),
+    ("tf-cuda-12.3-on-535", {**driver("535.104.05"), "python_envs": env(
+        PyPackage("tensorflow", "2.16.1", cuda="12.3", cudnn="8", cpu_only=False))},
+     "framework.cuda_newer_than_driver", "ok", ["tensorflow 2.16.1"]),
+    ("cupy-cuda12x-on-470", {**driver("470.82.01"), "python_envs": env(
+        PyPackage("cupy-cuda12x", "13.3.0", cuda="12", cpu_only=False))},
+     "framework.cuda_newer_than_driver", "fail", ["cupy-cuda12x 13.3.0"]),
+    ("rtx5090-on-550", {**driver("550.120"), "gpus": [RTX5090]},
+     "driver.too_old_for_gpu", "fail", ["NVIDIA GeForce RTX 5090 (Blackwell) needs driver ≥ 570.26; found 550.120"]),
+    ("rtx5090-on-570", {**driver("570.133.07"), "gpus": [RTX5090]},
+     "driver.too_old_for_gpu", "ok", ["supports NVIDIA GeForce RTX 5090"]),
+    ("rtx4090-on-520", {**driver("520.61.05"), "gpus": [RTX4090]}, "driver.too_old_for_gpu", "ok", ["Ada"]),
+    ("rtx4090-on-515", {**driver("515.105.01"), "gpus": [RTX4090]}, "driver.too_old_for_gpu", "fail",
+     ["needs driver ≥ 520.61.05"]),
+    ("h100-on-515", {**driver("515.65.01"), "gpus": [H100]}, "driver.too_old_for_gpu", "fail", ["Hopper"]),
+    ("k80-on-535", {**driver("535.104.05"), "gpus": [K80]}, "driver.gpu_unsupported_by_driver", "fail",
+     ["Driver branch 535 no longer supports Tesla K80 (Kepler)", "R470"]),
+    ("k80-on-470", {**driver("470.256.02"), "gpus": [K80]}, "driver.gpu_unsupported_by_driver", "ok", ["Kepler"]),
+    ("p100-on-590", {**driver("590.44.01"), "gpus": [P100]}, "driver.gpu_unsupported_by_driver", "fail",
+     ["R580"]),
+    ("p100-on-580", {**driver("580.95.05"), "gpus": [P100]}, "driver.gpu_unsupported_by_driver", "ok", ["Pascal"]),
+    ("gtx1080-open-module", {**driver("560.35.03", driver__module_flavor="open"), "gpus": [GTX1080]},
+     "driver.gpu_unsupported_by_driver", "fail", ["open NVIDIA kernel module does not support"]),
+    ("t4-open-module", {**driver("560.35.03", driver__module_flavor="open"), "gpus": [T4]},
+     "driver.gpu_unsupported_by_driver", "ok", ["Turing"]),
+    ("rtx5090-proprietary-module", {**driver("570.133.07", driver__module_flavor="proprietary"), "gpus": [RTX5090]},
+     "driver.gpu_unsupported_by_driver", "fail", ["requires the open NVIDIA kernel module"]),
+    ("cuda13-for-gtx1080", {"toolkits": [toolkit("13.0.0")], "gpus": [GTX1080]},
+     "toolkit.gpu_arch_unsupported", "fail", ["CUDA 13.0 cannot compile for NVIDIA GeForce GTX 1080 (sm_61)",
+                                              "sm_75"]),
+    ("cuda124-for-rtx5090", {"toolkits": [toolkit("12.4.1")], "gpus": [RTX5090]},
+     "toolkit.gpu_arch_unsupported", "warn", ["only run PTX"]),
+    ("cuda128-for-rtx5090", {"toolkits": [toolkit("12.8.1")], "gpus": [RTX5090]},
+     "toolkit.gpu_arch_unsupported", "ok", ["sm_120"]),
+    ("cuda118-for-h100", {"toolkits": [toolkit("11.8.0")], "gpus": [H100]},
+     "toolkit.gpu_arch_unsupported", "ok", ["sm_90"]),
+    ("cuda118-for-k80", {"toolkits": [toolkit("11.8.0")], "gpus": [K80]},
+     "toolkit.gpu_arch_unsupported", "ok", ["sm_37"]),
+    ("cuda120-for-k80", {"toolkits": [toolkit("12.0.1")], "gpus": [K80]},
+     "toolkit.gpu_arch_unsupported", "fail", ["cannot compile for Tesla K80 (sm_37)"]),
+    ("gcc14-cuda124", {"host__gcc": "14.2.0", "toolkits": [toolkit("12.4.1")]},
+     "toolkit.host_compiler_unsupported", "warn", ["gcc 14.2.0 is newer than CUDA 12.4's nvcc accepts (≤ 13)"]),
+    ("gcc13-cuda124", {"host__gcc": "13.3.0", "toolkits": [toolkit("12.4.1")]},
+     "toolkit.host_compiler_unsupported", "ok", ["supported"]),
+    ("gcc12-cuda130", {"host__gcc": "12.2.0", "toolkits": [toolkit("13.0.0")]},
+     "toolkit.host_compiler_unsupported", "ok", ["supported"]),
+    ("gcc15-cuda128", {"host__gcc": "15.1.1", "toolkits": [toolkit("12.8.1")]},
+     "toolkit.host_compiler_unsupported", "warn", ["≤ 14"]),
+    ("nvcc118-torch-cu121", {"loader__nvcc_on_path": LibRef("/usr/local/cuda-11.8/bin/nvcc", "11.8.89"),
+                             "python_envs": env(torch("2.3.1", "12.1"))},
+     "framework.nvcc_mismatch_for_extensions", "warn", ["nvcc is CUDA 11.8 but torch 2.3.1 was built with CUDA 12.1"]),
+    ("nvcc124-torch-cu121", {"loader__nvcc_on_path": LibRef("/usr/local/cuda-12.4/bin/nvcc", "12.4.131"),
+                             "python_envs": env(torch("2.3.1", "12.1"))},
+     "framework.nvcc_mismatch_for_extensions", "ok", ["matches"]),
+    ("ld-library-path-shadows-cudnn-wheel", {
+        "env__LD_LIBRARY_PATH": "/usr/local/cuda-11.8/lib64",
+        "loader__libcudnn": LibRef("/usr/local/cuda-11.8/lib64/libcudnn.so.8", "8.9.7"),
+        "python_envs": env(torch("2.5.1", "12.4"), PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70"))},
+     "framework.libs_shadowed", "warn", ["/usr/local/cuda-11.8/lib64/libcudnn.so.8", "nvidia-cudnn-cu12 9.1.0.70"]),
+    ("deep-shows-system-cudnn-loaded", {"python_envs": env(
+        torch("2.5.1", "12.4", loaded_libraries=["/usr/lib/x86_64-linux-gnu/libcudnn.so.9.0.0"]),
+        PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70"))},
+     "framework.libs_shadowed", "warn", ["/usr/lib/x86_64-linux-gnu/libcudnn.so.9.0.0"]),
+    ("wheel-cudnn-loaded", {"python_envs": env(
+        torch("2.5.1", "12.4", loaded_libraries=[
+            "/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9"]),
+        PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70"))},
+     "framework.libs_shadowed", "ok", ["Nothing on LD_LIBRARY_PATH shadows"]),
+    ("tf215-cudnn8-with-cudnn9-wheel", {"python_envs": env(
+        PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=False),
+        PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70"))},
+     "cudnn.version_mismatch", "fail", ["built with cuDNN 8 but will load cuDNN 9.1.0.70"]),
+    ("tf215-cudnn8-with-cudnn897-wheel", {"python_envs": env(
+        PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=False),
+        PyPackage("nvidia-cudnn-cu12", "8.9.7.29", cudnn="8.9.7.29"))},
+     "cudnn.version_mismatch", "ok", ["gets cuDNN 8.9.7.29"]),
+    ("tf-cudnn86-built-loads-81", {"loader__libcudnn": LibRef("/usr/lib/x86_64-linux-gnu/libcudnn.so.8", "8.1.0"),
+                                   "python_envs": env(PyPackage("tensorflow", "2.11.0", cuda="11.2", cudnn="8.6",
+                                                                cpu_only=False))},
+     "cudnn.version_mismatch", "fail", ["built with cuDNN 8.6 but will load cuDNN 8.1.0"]),
+]
+
+
+@pytest.mark.parametrize(("overrides", "check_id", "severity", "words"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_matrix_check_on_a_real_combination(overrides: dict, check_id: str, severity: str, words: list[str]) -> None:
+    status, findings = outcome(make_facts(**overrides), check_id)
+    shown = [(f.severity, f.title) for f in findings]
+    assert findings, (status, shown)
+    worst = max(findings, key=lambda f: {"ok": 0, "info": 1, "warn": 2, "fail": 3}[f.severity])
+    assert worst.severity == severity, shown
+    text = worst.title + " " + worst.detail + " " + " ".join(str(e.value) for e in worst.evidence)
+    for w in words:
+        assert w in text, (w, shown)
+
+
+@pytest.mark.parametrize(("overrides", "check_id", "severity", "words"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_matrix_findings_cite_their_sources(overrides: dict, check_id: str, severity: str, words: list[str]) -> None:
+    _status, findings = outcome(make_facts(**overrides), check_id)
+    if check_id in ("framework.nvcc_mismatch_for_extensions", "framework.libs_shadowed", "cudnn.version_mismatch"):
+        return  # rules of the tools themselves, not matrix rows
+    cited = [e.source for f in findings for e in f.evidence if str(e.fact).startswith(("compat:", "sm_support",
+                                                                                         "host_compiler", "cudnn:"))]
+    assert cited and all(str(s).startswith("https://") for s in cited), [f.evidence for f in findings]
+
+
+@pytest.mark.parametrize("check_id", ["driver.too_old_for_cuda_runtime", "framework.cuda_newer_than_driver",
+                                      "driver.too_old_for_gpu", "driver.gpu_unsupported_by_driver"])
+def test_unknown_driver_version_skips(check_id: str) -> None:
+    facts = make_facts(driver__kernel_module=None, driver__userspace=None, driver__cuda_driver_api=None)
+    status, findings = outcome(facts, check_id)
+    assert status in ("skipped", "not_applicable") and findings == []
+
+
+def test_pip_toolkits_do_not_count_as_system_runtimes() -> None:
+    facts = make_facts(**driver("470.82.01"), toolkits=[Toolkit("/venv [nvidia-cuda-runtime-cu12]", "12.4", None,
+                                                                "pip")], python_envs=[])
+    status, _ = outcome(facts, "driver.too_old_for_cuda_runtime")
+    assert status == "not_applicable"
+
+
+def test_cudnn_header_for_cuda11_next_to_cuda12_toolkit() -> None:
+    facts = make_facts(cudnn=[Cudnn("8.2.1", "/usr/include/cudnn_version.h", "header")],
+                       toolkits=[toolkit("12.4.1")])
+    status, findings = outcome(facts, "cudnn.cuda_mismatch")
+    assert status in ("warn", "not_applicable", "ok")
+    if findings:
+        assert findings[0].severity == "warn" and "does not list CUDA 12.4" in findings[0].title
