@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from packaging.markers import InvalidMarker
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -129,6 +129,10 @@ class HttpCache:
             return None
         return (meta, body) if isinstance(meta, dict) and meta.get("url") == url else None
 
+    def forget(self, url: str) -> None:
+        for path in self._paths(url):
+            path.unlink(missing_ok=True)
+
     def store(self, url: str, meta: dict[str, Any], body: bytes) -> None:
         meta_path, body_path = self._paths(url)
         _write_atomic(body_path, body)  # body first: a meta file always has its body
@@ -177,6 +181,17 @@ def _get(session: Any, url: str, timeout: float, cache: HttpCache | None, *,
     if cache and (immutable or etag or modified):
         cache.store(url, {"etag": etag, "last_modified": modified}, body)
     return body
+
+
+def _get_json(session: Any, url: str, timeout: float, cache: HttpCache | None,
+              accept: str | None = None) -> dict[str, Any]:
+    body = _get(session, url, timeout, cache, accept=accept)
+    try:
+        return _json(body, url)
+    except FetchError:
+        if cache:  # else a 304 would hand back the same broken body on every refresh
+            cache.forget(url)
+        raise
 
 
 def _json(body: bytes, url: str) -> dict[str, Any]:
@@ -284,7 +299,12 @@ def _requirements(lines: list[str]) -> list[Requirement]:
 
 
 def _applies(req: Requirement, python: str, extra: str = "") -> bool:
-    return req.marker is None or req.marker.evaluate(_environment(python, extra))
+    if req.marker is None:
+        return True
+    try:
+        return req.marker.evaluate(_environment(python, extra))
+    except (UndefinedComparison, UndefinedEnvironmentName):
+        return False  # a marker this platform cannot decide does not describe it
 
 
 def _exact(req: Requirement) -> str | None:
@@ -422,7 +442,7 @@ def _project_metadata(session: Any, timeout: float, cache: HttpCache | None, nam
     """The project JSON's ``info`` describes the newest release: a second source for that one."""
     url = PROJECT_URL.format(name=name)
     try:
-        info = _json(_get(session, url, timeout, cache), url).get("info")
+        info = _get_json(session, url, timeout, cache).get("info")
     except NotFound:
         return None
     if not isinstance(info, dict) or str(info.get("version")) != version:
@@ -441,7 +461,7 @@ def package_rows(session: Any, timeout: float, cache: HttpCache | None, pkg: Pac
                  newest: int = NEWEST) -> tuple[list[Row], list[str]]:
     """Rows for one PyPI project, newest first, and a line for each release that gave none."""
     index_url = SIMPLE_URL.format(name=pkg.name)
-    index = _json(_get(session, index_url, timeout, cache, accept=SIMPLE_JSON), index_url)
+    index = _get_json(session, index_url, timeout, cache, accept=SIMPLE_JSON)
     files = index.get("files")
     if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
         raise FetchError("bad", f"{index_url} has no file list")
@@ -547,7 +567,7 @@ def counts(data: dict[str, Any]) -> dict[str, int]:
 
 # --- the user command -------------------------------------------------------------------------
 
-_KIND = {"offline": "offline", "http": "PyPI refused", "bad": "bad download"}
+_KIND = {"offline": "offline", "http": "PyPI error", "bad": "bad download"}
 
 
 def refresh(timeout: float = 10.0, cache_dir: Path | str | None = None, *, newest: int = NEWEST,

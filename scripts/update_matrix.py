@@ -24,7 +24,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -200,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
                                       newest=args.newest)
         except FetchError as exc:
             print(f"update_matrix: {exc.kind}: {exc.detail}", file=sys.stderr)
+            return 2
+        except OSError as exc:  # the HTTP cache could not be written: --no-cache goes around it
+            print(f"update_matrix: cache: {exc}", file=sys.stderr)
             return 2
     reviewed, notes = load_reviewed()
     changes, same = diff(reviewed, fetched)

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import cache
-from importlib import resources
 from typing import Any
-
-import tomllib
 
 from doctor.checks.common import finding, ok
 from doctor.facts import Facts, Gpu
@@ -70,11 +67,9 @@ def _memory_in_use(g: Gpu) -> Iterator[Finding]:
 @cache
 def xid_catalog() -> dict[int, dict[str, Any]]:
     """NVIDIA's Xid catalog as reviewed data (compat/xid.toml, shipped in the package)."""
-    try:
-        text = resources.files("doctor.compat").joinpath("xid.toml").read_text()
-    except (FileNotFoundError, OSError):
-        return {}
-    return {row["xid"]: row for row in tomllib.loads(text).get("xid", [])}
+    from doctor.matrix import bundled
+
+    return {row["xid"]: row for row in bundled().rows("xid", "xid") if isinstance(row.get("xid"), int)}
 
 
 ACTION_TEXT = {
