@@ -143,6 +143,16 @@ def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, pytho
     if driver and (not vtuple(driver) or vtuple(driver)[0] < 100):
         raise QueryError(f"{driver!r} is not an NVIDIA driver version (e.g. 535 or 535.104.05)")
     drv = _full_driver(m, driver) if driver else None
+    if gpu and drv:
+        arch = m.architecture(m.gpu(gpu).get("architecture")) or {}  # type: ignore[union-attr]
+        first = arch.get("first_driver")
+        if first and vtuple(drv) < vtuple(first):
+            return {"possible": False, "why": f"{m.gpu(gpu)['name']} ({arch['name']}) needs driver ≥ {first}, "  # type: ignore[index]
+                    f"older than {driver}: upgrade the driver first — no framework build can help"}
+        last = arch.get("last_driver_branch")
+        if last and vtuple(drv)[:1] > vtuple(str(last))[:1]:
+            return {"possible": False, "why": f"driver branch {vtuple(drv)[0]} no longer supports {arch['name']} "
+                    f"GPUs (last: R{last}): install the R{last} branch"}
     blocked: dict[str, list[str]] = {"python": [], "gpu": [], "driver": []}
     for row in sorted(m.rows("pytorch", "torch"), key=lambda r: vtuple(r["version"]), reverse=True):
         if spec is not None and not _in_spec(row["version"], spec):

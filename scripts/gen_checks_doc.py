@@ -20,7 +20,17 @@ from factories import H100, make_facts, torch_env  # noqa: E402
 
 from doctor.checks import REGISTRY  # noqa: E402
 from doctor.engine import diagnose  # noqa: E402
-from doctor.facts import ContainerToolkit, GpuProcess, LibRef, Package, PyPackage, PythonEnv, XidEvent  # noqa: E402
+from doctor.facts import (  # noqa: E402
+    ContainerToolkit,
+    Cudnn,
+    GpuProcess,
+    LibRef,
+    Package,
+    PyPackage,
+    PythonEnv,
+    Toolkit,
+    XidEvent,
+)
 from doctor.render.text import _finding_lines  # noqa: E402
 
 OUT = REPO / "docs" / "checks.md"
@@ -28,7 +38,45 @@ OUT = REPO / "docs" / "checks.md"
 TF_GPU = PythonEnv(executable="/venv/bin/python", version="3.11.9", origin="VIRTUAL_ENV",
                    packages=[PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=False)])
 
+def _env(*pkgs: PyPackage) -> list[PythonEnv]:
+    return [PythonEnv(executable="/venv/bin/python", version="3.11.9", origin="VIRTUAL_ENV", packages=list(pkgs))]
+
+
+def _tk(version: str) -> list[Toolkit]:
+    return [Toolkit(root=f"/usr/local/cuda-{version[:4]}", version=version, nvcc_version=version, source="path")]
+
+
+RTX5090 = replace(H100, name="NVIDIA GeForce RTX 5090", compute_capability="12.0")
 EXAMPLES: dict[str, tuple[str, Any]] = {
+    "driver.too_old_for_cuda_runtime": ("a CUDA 13.0 toolkit on driver 535", make_facts(
+        driver__kernel_module="535.104.05", driver__userspace="535.104.05", toolkits=_tk("13.0.0"),
+        gpus=[RTX5090.__class__(**{**H100.__dict__, "name": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"})])),
+    "driver.too_old_for_gpu": ("an RTX 5090 on R550", make_facts(
+        driver__kernel_module="550.120", driver__userspace="550.120", gpus=[RTX5090])),
+    "driver.gpu_unsupported_by_driver": ("a Tesla K80 on R535", make_facts(
+        gpus=[replace(H100, name="Tesla K80", compute_capability="3.7")], driver__kernel_module="535.104.05",
+        driver__userspace="535.104.05")),
+    "framework.arch_unsupported": ("torch 2.5.1 (cu124) on an RTX 5090", make_facts(
+        driver__kernel_module="570.133.07", driver__userspace="570.133.07", gpus=[RTX5090],
+        python_envs=_env(PyPackage("torch", "2.5.1", cuda="12.4", cpu_only=False)))),
+    "framework.cuda_newer_than_driver": ("torch cu121 on driver 470 with a GeForce card", make_facts(
+        driver__kernel_module="470.223.02", driver__userspace="470.223.02",
+        gpus=[replace(H100, name="NVIDIA GeForce RTX 3090", compute_capability="8.6")],
+        python_envs=_env(PyPackage("torch", "2.5.1+cu121", cuda="12.1", cpu_only=False)))),
+    "framework.nvcc_mismatch_for_extensions": ("nvcc 11.8 and torch cu121", make_facts(
+        loader__nvcc_on_path=LibRef("/usr/local/cuda-11.8/bin/nvcc", "11.8.89"),
+        python_envs=_env(PyPackage("torch", "2.3.1", cuda="12.1", cpu_only=False)))),
+    "framework.libs_shadowed": ("a CUDA 11.8 cuDNN first on LD_LIBRARY_PATH", make_facts(
+        env__LD_LIBRARY_PATH="/usr/local/cuda-11.8/lib64",
+        loader__libcudnn=LibRef("/usr/local/cuda-11.8/lib64/libcudnn.so.8", "8.9.7"))),
+    "cudnn.cuda_mismatch": ("a cuDNN 8.2 header beside CUDA 12.4", make_facts(
+        cudnn=[Cudnn("8.2.1", "/usr/include/cudnn_version.h", "header")])),
+    "cudnn.version_mismatch": ("TensorFlow 2.15 (cuDNN 8) with the cuDNN 9 wheel", make_facts(
+        python_envs=_env(PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=False),
+                         PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70")))),
+    "toolkit.gpu_arch_unsupported": ("CUDA 13.0 for a GeForce GTX 1080", make_facts(
+        toolkits=_tk("13.0.0"), gpus=[replace(H100, name="NVIDIA GeForce GTX 1080", compute_capability="6.1")])),
+    "toolkit.host_compiler_unsupported": ("gcc 14 with CUDA 12.4", make_facts(host__gcc="14.2.0")),
     "driver.missing": ("a GPU on the PCI bus, no driver", make_facts(
         driver__userspace=None, driver__kernel_module=None, driver__packages=[],
         gpus=[replace(H100, name=None, uuid=None, source="pci", pci_bus_id="0000:3b:00.0")])),
@@ -92,6 +140,9 @@ def render() -> str:
         what, facts = EXAMPLES[chk.id]
         report = diagnose(facts, checks=[chk])
         shown = [f for f in report.findings if f.severity != "ok"] or report.findings
+        if not shown:
+            raise SystemExit(f"the example for {chk.id} gives no finding: {report.checks[0].status} "
+                             f"({report.checks[0].reason})")
         lines += [f"## {chk.id}", "", f"**Area:** {chk.area}. {chk.summary}", "",
                   f"Example — {what}:", "", "```"]
         for f in shown:

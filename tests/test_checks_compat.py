@@ -267,3 +267,122 @@ def test_cudnn_header_for_cuda11_next_to_cuda12_toolkit() -> None:
     assert status in ("warn", "not_applicable", "ok")
     if findings:
         assert findings[0].severity == "warn" and "does not list CUDA 12.4" in findings[0].title
+
+
+# --- framework.arch_unsupported: torch builds vs GPUs (TORCH: arch lists read from the wheels) ---
+
+ARCH = [
+    ("torch-2.5.1-cu124-on-rtx5090", RTX5090, torch("2.5.1", "12.4"), "fail", ["has no kernels for NVIDIA GeForce "
+                                                                               "RTX 5090 (sm_120)"]),
+    ("torch-2.7.1-cu126-on-rtx5090", RTX5090, torch("2.7.1+cu126", "12.6"), "fail", ["sm_120"]),
+    ("torch-2.8.0-cu128-on-rtx5090", RTX5090, torch("2.8.0", "12.8"), "ok", ["has kernels"]),
+    ("torch-2.11-cu130-on-gtx1080", GTX1080, torch("2.11.0", "13.0"), "fail", ["sm_61"]),
+    ("torch-2.11-cu126-on-gtx1080", GTX1080, torch("2.11.0+cu126", "12.6"), "ok", ["sm_61"]),
+    ("torch-1.13.1-cu117-on-h100", H100, torch("1.13.1", "11.7"), "fail", ["sm_90"]),
+    ("torch-2.0.1-cu118-on-h100", H100, torch("2.0.1+cu118", "11.8"), "ok", ["sm_90"]),
+    ("torch-2.5.1-cu124-on-rtx4090", RTX4090, torch("2.5.1", "12.4"), "ok", ["sm_89"]),  # 8.6 cubin runs on 8.9
+    ("torch-1.12.1-cu102-on-a100", A100, torch("1.12.1", "10.2"), "fail", ["sm_80"]),
+    ("deep-arch-list-on-rtx5090", RTX5090, torch("2.5.1", "12.4", arch_list=[
+        "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]), "fail", ["sm_120"]),
+    ("deep-ptx-covers-rtx5090", RTX5090, torch("2.5.1", "12.4", arch_list=["sm_80", "sm_90", "compute_90"]),
+     "ok", ["has kernels"]),
+]
+
+
+@pytest.mark.parametrize(("gpu_", "pkg", "severity", "words"), [a[1:] for a in ARCH], ids=[a[0] for a in ARCH])
+def test_arch_unsupported_on_real_builds(gpu_: Gpu, pkg: PyPackage, severity: str, words: list[str]) -> None:
+    status, findings = outcome(make_facts(gpus=[gpu_], python_envs=env(pkg)), "framework.arch_unsupported")
+    (f,) = findings
+    assert f.severity == severity, f.title
+    for w in words:
+        assert w in f.title
+    if severity == "fail":
+        assert f.fix is not None and "download.pytorch.org/whl/cu" in f.fix.summary
+
+
+def test_arch_fix_names_a_build_with_blackwell_kernels() -> None:
+    _status, (f,) = outcome(make_facts(gpus=[RTX5090], python_envs=env(torch("2.5.1", "12.4"))),
+                            "framework.arch_unsupported")
+    assert f.fix is not None
+    version = f.fix.summary.split("torch==", 1)[1].split()[0]
+    from doctor.matrix import vtuple
+    assert vtuple(version) >= (2, 8)
+
+
+def test_arch_list_unknown_for_a_variant_skips() -> None:
+    status, findings = outcome(make_facts(gpus=[RTX5090], python_envs=env(torch("2.5.1+cu121", "12.1"))),
+                               "framework.arch_unsupported")
+    assert status == "skipped" and findings == []
+
+
+# --- the queries and the planner ----------------------------------------------------------------
+
+from doctor import queries  # noqa: E402
+
+
+def test_query_driver_535_runs_12_2_natively_and_12x_by_mvc() -> None:
+    a = queries.query_driver(bundled(), "535.104.05")
+    assert a["newest_native_cuda"]["version"] == "12.2.2"
+    assert {r["cuda_major"] for r in a["minor_version_compat"]} == {11, 12}
+    assert a["newest_frameworks"]["torch"]["rule"] == "minor-version"
+
+
+def test_query_gpu_rtx4090() -> None:
+    a = queries.query_gpu(bundled(), "RTX 4090")
+    assert (a["gpu"], a["compute_capability"], a["architecture"]) == ("NVIDIA GeForce RTX 4090", "8.9", "Ada Lovelace")
+    assert "11.8" in a["toolkits_that_compile_for_it"] and a["forward_compat_eligible"] is False
+
+
+def test_query_cuda_12_4() -> None:
+    a = queries.query_cuda(bundled(), "12.4")
+    assert a["min_driver"] == "550.54.14" and a["minor_version_compat_floor"] == "525.60.13"
+    assert any(t["version"] == "2.5.1" for t in a["torch"])
+
+
+@pytest.mark.parametrize("bad", ["foo", "12"])
+def test_query_driver_rejects_non_versions(bad: str) -> None:
+    with pytest.raises(queries.QueryError):
+        queries.query_driver(bundled(), bad)
+
+
+def test_plan_h100_on_535_with_torch_2_4_or_newer() -> None:
+    p = queries.plan(bundled(), "H100 80GB HBM3", "535", "torch>=2.4", "3.11")
+    assert p["possible"] is True
+    assert p["cuda"].startswith("12.")  # CUDA 13 builds need driver >= 580 (or cuda-compat)
+    assert p["rule"] == "minor-version"
+    assert p["install"] == f"pip install torch=={p['torch']} --index-url https://download.pytorch.org/whl/cu" \
+                           f"{p['cuda'].replace('.', '')}"
+
+
+def test_plan_rtx5090_on_550_is_impossible_and_says_why() -> None:
+    p = queries.plan(bundled(), "RTX 5090", "550.120", "torch>=2.4", None)
+    assert p["possible"] is False
+    assert "needs driver ≥ 570.26" in p["why"] and "upgrade the driver" in p["why"]
+
+
+def test_plan_rtx5090_on_570_takes_a_blackwell_build() -> None:
+    p = queries.plan(bundled(), "RTX 5090", "570.133.07", None, "3.11")
+    assert p["possible"] is True
+    from doctor.matrix import vtuple
+    assert vtuple(p["torch"]) >= (2, 8) and p["cuda"].startswith("12.")  # CUDA 13 wheels need >= 580
+
+
+def test_plan_old_torch_on_rtx5090_explains_the_arch() -> None:
+    p = queries.plan(bundled(), "RTX 5090", "570.133.07", "torch<2.7", None)
+    assert p["possible"] is False
+    assert "sm_120" in p["why"] and "newer torch" in p["why"]
+
+
+def test_plan_k80_with_modern_torch_is_impossible() -> None:
+    p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.1", None)
+    assert p["possible"] is False and "sm_37" in p["why"]
+
+
+def test_plan_respects_the_python_version() -> None:
+    p = queries.plan(bundled(), None, None, "torch>=2.15", "3.10")
+    assert p["possible"] is False and "Requires-Python" in p["why"]
+
+
+def test_plan_rejects_a_bad_spec() -> None:
+    with pytest.raises(queries.QueryError):
+        queries.plan(bundled(), None, None, "torch>>2", None)
