@@ -291,7 +291,7 @@ ARCH = [
 
 @pytest.mark.parametrize(("gpu_", "pkg", "severity", "words"), [a[1:] for a in ARCH], ids=[a[0] for a in ARCH])
 def test_arch_unsupported_on_real_builds(gpu_: Gpu, pkg: PyPackage, severity: str, words: list[str]) -> None:
-    status, findings = outcome(make_facts(gpus=[gpu_], python_envs=env(pkg)), "framework.arch_unsupported")
+    _status, findings = outcome(make_facts(gpus=[gpu_], python_envs=env(pkg)), "framework.arch_unsupported")
     (f,) = findings
     assert f.severity == severity, f.title
     for w in words:

@@ -7,7 +7,40 @@ import json
 import sys
 from typing import Any
 
-from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
+from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError, positive_seconds
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    if name == "plan":
+        p.description = ("Pick the newest PyTorch build (version, CUDA variant, index URL, cuDNN) that runs on this "
+                         "GPU and driver and satisfies --want, or explain which constraint makes it impossible and "
+                         "what to relax. Offline. Exit 1 when nothing fits.")
+        p.add_argument("--gpu", metavar="NAME", help='GPU name as nvidia-smi prints it (e.g. "H100 80GB HBM3")')
+        p.add_argument("--driver", metavar="VERSION", help="installed driver (535 or 535.104.05)")
+        p.add_argument("--want", metavar="SPEC", help="e.g. 'torch>=2.4'")
+        p.add_argument("--python", metavar="X.Y", help="the Python version the environment uses")
+        p.add_argument("--json", action="store_true", help="print the plan as JSON")
+        return
+    p.description = ("Answer from the bundled compatibility matrix (compat/), offline: what a driver runs, what a "
+                     "GPU needs, what a CUDA version brings. `matrix refresh` is the one command that downloads "
+                     "(framework rows from PyPI, into your cache).")
+    msub = p.add_subparsers(dest="what", metavar="QUESTION", required=True)
+    for what, arg, text in (("driver", "VERSION", "the CUDA runtimes and newest framework builds a driver runs"),
+                            ("gpu", "NAME", "compute capability, drivers, toolkits and builds for a GPU"),
+                            ("cuda", "VERSION", "minimum driver, cuDNN versions and framework builds for a CUDA")):
+        q = msub.add_parser(what, help=text, description=text)
+        q.add_argument("value", metavar=arg)
+        q.add_argument("--json", action="store_true", help="print the answer as JSON")
+    ref = msub.add_parser("refresh", help="download the PyPI-derived framework rows into the user cache",
+                          description="Fetch framework rows (torch, tensorflow[and-cuda], jax plugins) from PyPI "
+                          "with timeouts and ETag caching into the user cache; on failure keep the bundled matrix.")
+    ref.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    ref.add_argument("--timeout", type=positive_seconds, default=10.0, metavar="SEC",
+                     help="network timeout (default 10)")
+
+
+def run(name: str, args: argparse.Namespace) -> int:
+    return cmd_plan(args) if name == "plan" else cmd_matrix(args)
 
 
 def _matrix() -> Any:
