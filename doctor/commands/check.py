@@ -115,7 +115,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.facts and args.collect_env:
         raise UsageError("--facts and --from-collect-env each name the machine to diagnose: give one")
     if (args.facts or args.collect_env) and (args.root or args.python or args.deep):
-        raise UsageError("--facts/--from-collect-env replay a recorded machine: --root, --python and --deep do not apply")
+        raise UsageError("--facts and --from-collect-env replay a recorded machine: "
+                         "--root, --python and --deep do not apply")
     if args.collect_env:
         facts = facts_from_collect_env(args.collect_env)
     else:
