@@ -27,6 +27,13 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     checks: list[CheckResult] = field(default_factory=list)
     matrix: str | None = None  # which compatibility matrix the checks read
+    mode: str | None = None  # "static" for an image build checked with --static
+
+    def with_findings(self, extra: list[Finding]) -> Report:
+        """This report plus findings decided outside the check registry (the --require gates)."""
+        results = [CheckResult(f.code, f.area, f.title, f.severity) for f in extra]
+        return Report(facts=self.facts, findings=[*self.findings, *extra], checks=[*self.checks, *results],
+                      matrix=self.matrix, mode=self.mode)
 
     @property
     def status(self) -> str:

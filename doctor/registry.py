@@ -42,6 +42,7 @@ class Check:
     summary: str
     func: CheckFunc
     codes: tuple[str, ...] = ()
+    static: bool = False  # judges an image's own consistency: runs in `check --static` (no GPU, no driver)
 
     def run(self, facts: Facts, ctx: Context) -> tuple[str, str | None, list[Finding]]:
         """Run the check; returns (status, reason, findings). Never raises."""
@@ -70,10 +71,11 @@ def _rank(sev: str) -> int:
     return {"fail": 3, "warn": 2, "info": 1, "ok": 0}[sev]
 
 
-def check(id: str, area: str, summary: str, codes: tuple[str, ...] = ()) -> Callable[[CheckFunc], Check]:
+def check(id: str, area: str, summary: str, codes: tuple[str, ...] = (), static: bool = False
+          ) -> Callable[[CheckFunc], Check]:
     """Declare a check. The registry (doctor/checks/__init__.py) lists them in report order."""
 
     def wrap(func: CheckFunc) -> Check:
-        return Check(id=id, area=area, summary=summary, func=func, codes=codes or (id,))
+        return Check(id=id, area=area, summary=summary, func=func, codes=codes or (id,), static=static)
 
     return wrap

@@ -31,6 +31,8 @@ from doctor.facts import (  # noqa: E402
     Toolkit,
     XidEvent,
 )
+from doctor.matrix import current  # noqa: E402
+from doctor.registry import Context  # noqa: E402
 from doctor.render.text import _finding_lines  # noqa: E402
 
 OUT = REPO / "docs" / "checks.md"
@@ -77,6 +79,8 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
     "toolkit.gpu_arch_unsupported": ("CUDA 13.0 for a GeForce GTX 1080", make_facts(
         toolkits=_tk("13.0.0"), gpus=[replace(H100, name="NVIDIA GeForce GTX 1080", compute_capability="6.1")])),
     "toolkit.host_compiler_unsupported": ("gcc 14 with CUDA 12.4", make_facts(host__gcc="14.2.0")),
+    "image.min_host_driver": ("`check --static` on an image with torch cu124 and CUDA 12.4 (static only)", make_facts(
+        gpus=[], toolkits=_tk("12.4.1"))),
     "driver.missing": ("a GPU on the PCI bus, no driver", make_facts(
         driver__userspace=None, driver__kernel_module=None, driver__packages=[],
         gpus=[replace(H100, name=None, uuid=None, source="pci", pci_bus_id="0000:3b:00.0")])),
@@ -138,7 +142,8 @@ def render() -> str:
     lines.append("")
     for chk in REGISTRY:
         what, facts = EXAMPLES[chk.id]
-        report = diagnose(facts, checks=[chk])
+        report = diagnose(facts, checks=[chk], ctx=Context(matrix=current(), options={"static": chk.id.startswith(
+            "image.")}))
         shown = [f for f in report.findings if f.severity != "ok"] or report.findings
         if not shown:
             raise SystemExit(f"the example for {chk.id} gives no finding: {report.checks[0].status} "

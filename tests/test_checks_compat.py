@@ -386,3 +386,33 @@ def test_plan_respects_the_python_version() -> None:
 def test_plan_rejects_a_bad_spec() -> None:
     with pytest.raises(queries.QueryError):
         queries.plan(bundled(), None, None, "torch>>2", None)
+
+
+# --- image.min_host_driver (check --static) -------------------------------------------------------
+
+
+def _static(facts: Any) -> list:
+    from doctor.checks import by_id
+    from doctor.engine import diagnose
+    from doctor.registry import Context
+
+    return diagnose(facts, checks=[by_id("image.min_host_driver")],
+                    ctx=Context(matrix=bundled(), options={"static": True})).findings
+
+
+@pytest.mark.parametrize(("toolkits", "pkgs", "floor", "full"), [
+    ([], [torch("2.5.1", "12.4")], "525.60.13", "550.54.14"),                 # RN 12.4 GA; MVC 12.x
+    ([toolkit("12.4.1")], [torch("2.5.1", "12.4")], "525.60.13", "550.54.15"),  # RN 12.4 Update 1
+    ([], [torch("2.14.1", "13.0")], "580", "580.65.06"),                       # RN 13.0 GA; MVC 13.x floor
+    ([toolkit("11.8.0")], [], "450.80.02", "520.61.05"),                        # RN 11.8; MVC 11.x
+    ([toolkit("11.8.0")], [torch("2.5.1", "12.4")], "525.60.13", "550.54.14"),  # the newest runtime decides
+])
+def test_min_host_driver_of_an_image(toolkits: list, pkgs: list, floor: str, full: str) -> None:
+    (f,) = _static(make_facts(toolkits=toolkits, python_envs=env(*pkgs), gpus=[]))
+    assert f.severity == "info"
+    assert f.title == f"This image needs a host driver ≥ {floor} (≥ {full} for full support)"
+
+
+def test_min_host_driver_only_runs_with_static() -> None:
+    status, findings = outcome(make_facts(), "image.min_host_driver")
+    assert status == "not_applicable" and findings == []

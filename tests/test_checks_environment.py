@@ -63,8 +63,16 @@ def test_cpu_torch_on_a_gpu_host_fails_and_reinstalls_from_a_cuda_index() -> Non
     assert f.title == "torch 2.13.0+cpu in /venv/bin/python is a CPU-only build"
     assert "an NVIDIA GPU is attached" in f.detail
     assert f.fix is not None
-    assert ("`pip install --force-reinstall torch==2.13.0 --index-url https://download.pytorch.org/whl/cuXYZ`"
+    # torch 2.13.0 comes as cu130, cu132 and cu126 (compat/pytorch.toml); driver 550 runs CUDA 12.x only
+    # (13.x needs >= 580), and the cu126 build has sm_90 kernels for the H100.
+    assert ("`pip install --force-reinstall torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126`"
             in f.fix.summary)
+    assert "runs on driver 550.90.07 and has kernels for compute capability 9.0" in f.fix.summary
+
+
+def test_cpu_torch_of_a_release_the_matrix_lacks_points_to_the_selector() -> None:
+    f = only(make_facts(python_envs=[torch_env("1.9.0+cpu", cuda=None, cpu_only=True)]), "framework.cpu_only_build")
+    assert f.fix is not None and "whl/cuXYZ" in f.fix.summary and "pytorch.org/get-started" in f.fix.summary
 
 
 def test_cpu_torch_on_a_machine_without_gpu_or_driver_is_only_info() -> None:

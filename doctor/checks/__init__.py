@@ -16,6 +16,7 @@ REGISTRY: list[Check] = [
     *environment.FRAMEWORK_CHECKS,
     *compat.CHECKS_FRAMEWORK,
     *environment.ENV_CHECKS,
+    *compat.CHECKS_IMAGE,
 ]
 
 

@@ -97,13 +97,13 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
                       v.explanation + alt + ".", evidence, fix=fix)
 
 
-@check("driver.too_old_for_cuda_runtime", "Driver", "The driver runs the CUDA toolkits installed.")
+@check("driver.too_old_for_cuda_runtime", "Driver", "The driver runs the CUDA toolkits installed.", static=True)
 def too_old_for_toolkit(facts: Facts, ctx: Context) -> Iterator[Finding]:
     yield from _driver_vs_runtimes(facts, ctx, "toolkit", "driver.too_old_for_cuda_runtime")
 
 
 @check("framework.cuda_newer_than_driver", "Python & frameworks",
-       "The driver runs the CUDA runtime each framework build brings.")
+       "The driver runs the CUDA runtime each framework build brings.", static=True)
 def framework_cuda_vs_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
     yield from _driver_vs_runtimes(facts, ctx, "framework", "framework.cuda_newer_than_driver")
 
@@ -201,7 +201,7 @@ def _supports(cc: str, sass: list[str], ptx: str | None) -> bool:
 
 
 @check("framework.arch_unsupported", "Python & frameworks",
-       "Each framework build carries kernels (or PTX) for every GPU's compute capability.")
+       "Each framework build carries kernels (or PTX) for every GPU's compute capability.", static=True)
 def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
     m = _matrix(ctx)
     gpus = [g for g in _gpus(facts) if g.compute_capability or m.gpu(g.name)]
@@ -257,7 +257,7 @@ def _torch_build_for(m: Matrix, cc: str) -> tuple[str, str] | None:
 
 
 @check("framework.nvcc_mismatch_for_extensions", "Python & frameworks",
-       "nvcc's CUDA major matches torch's, so torch.utils.cpp_extension can build extensions.")
+       "nvcc's CUDA major matches torch's, so torch.utils.cpp_extension can build extensions.", static=True)
 def nvcc_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     nvcc = facts.loader.nvcc_on_path
     torches = [p for env in facts.python_envs for p in env.packages if p.name == "torch" and p.cuda]
@@ -284,7 +284,7 @@ def nvcc_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      *evidence)
 
 
-@check("toolkit.gpu_arch_unsupported", "CUDA toolkit", "Each toolkit can compile for every GPU here.")
+@check("toolkit.gpu_arch_unsupported", "CUDA toolkit", "Each toolkit can compile for every GPU here.", static=True)
 def toolkit_arch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     m = _matrix(ctx)
     toolkits = [t for t in facts.toolkits if t.version and t.source != "pip"]
@@ -319,7 +319,7 @@ def toolkit_arch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                               evidence, fix="Install a toolkit that targets this GPU natively.")
 
 
-@check("toolkit.host_compiler_unsupported", "CUDA toolkit", "The system gcc is one nvcc accepts.")
+@check("toolkit.host_compiler_unsupported", "CUDA toolkit", "The system gcc is one nvcc accepts.", static=True)
 def host_compiler(facts: Facts, ctx: Context) -> Iterator[Finding]:
     m = _matrix(ctx)
     gcc = facts.host.gcc
@@ -346,7 +346,8 @@ def host_compiler(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      *evidence)
 
 
-@check("cudnn.version_mismatch", "cuDNN", "The cuDNN that will be loaded matches what each framework needs.")
+@check("cudnn.version_mismatch", "cuDNN", "The cuDNN that will be loaded matches what each framework needs.",
+       static=True)
 def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     tfs = [(env, p) for env in facts.python_envs for p in env.packages
            if p.name.startswith("tensorflow") and p.cudnn and not p.cpu_only]
@@ -373,7 +374,7 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
             yield ok("cudnn.version_mismatch", f"{label(p)} (cuDNN {p.cudnn}) gets cuDNN {loaded}", *evidence)
 
 
-@check("cudnn.cuda_mismatch", "cuDNN", "Each system cuDNN supports the installed CUDA toolkit.")
+@check("cudnn.cuda_mismatch", "cuDNN", "Each system cuDNN supports the installed CUDA toolkit.", static=True)
 def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     from doctor.matrix import cuda_in
 
@@ -404,7 +405,7 @@ SHADOWABLE = {"libcudnn": "nvidia-cudnn-cu", "libcublas": "nvidia-cublas-cu"}
 
 
 @check("framework.libs_shadowed", "Python & frameworks",
-       "The cuDNN/cuBLAS that a framework's nvidia-* wheels ship are the ones it loads.")
+       "The cuDNN/cuBLAS that a framework's nvidia-* wheels ship are the ones it loads.", static=True)
 def libs_shadowed(facts: Facts, ctx: Context) -> Iterator[Finding]:
     envs = [e for e in facts.python_envs if any(p.name.startswith(tuple(SHADOWABLE.values())) for p in e.packages)]
     if not envs:
@@ -445,3 +446,40 @@ CHECKS_DRIVER = [too_old_for_toolkit, too_old_for_gpu, gpu_unsupported_by_driver
 CHECKS_TOOLKIT = [toolkit_arch, host_compiler]
 CHECKS_CUDNN = [cudnn_cuda_mismatch, cudnn_version_mismatch]
 CHECKS_FRAMEWORK = [framework_cuda_vs_driver, arch_unsupported, nvcc_mismatch, libs_shadowed]
+
+
+@check("image.min_host_driver", "Environment", "With --static: the oldest host driver this image's CUDA runtimes "
+       "run on.", static=True)
+def min_host_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    if not ctx.options.get("static"):
+        raise NotApplicable("only with --static (an image build, judged without its future host)")
+    m = _matrix(ctx)
+    items = runtimes(facts)
+    if not items:
+        raise NotApplicable("no CUDA runtime in the image (no toolkit, no CUDA build of a framework)")
+    native: list[tuple[str, Row]] = []
+    floor: list[tuple[str, Row]] = []
+    for who, cuda, _kind in items:
+        need = m.min_driver(cuda)
+        if not need:
+            raise Skip(f"CUDA {cuda} ({who}) is not in the matrix")
+        native.append((who, need))
+        mvc = m.mvc(vtuple(cuda)[0])
+        floor.append((who, mvc if mvc and mvc.get("linux_min_driver") else need))
+    top_native = max(native, key=lambda x: vtuple(x[1]["linux_min_driver"]))
+    top_floor = max(floor, key=lambda x: vtuple(x[1]["linux_min_driver"]))
+    compat = [p.name for p in facts.driver.packages if p.name.startswith("cuda-compat")]
+    detail = (f"{top_native[0]} needs driver ≥ {top_native[1]['linux_min_driver']} for full support; by "
+              f"minor-version compatibility it runs on ≥ {top_floor[1]['linux_min_driver']} (no JIT of newer PTX).")
+    if compat:
+        detail += (f" The image carries {', '.join(compat)}: on data-center GPUs with a supported driver branch, "
+                   "forward compatibility lowers this further.")
+    yield finding("image.min_host_driver", "info",
+                  f"This image needs a host driver ≥ {top_floor[1]['linux_min_driver']} "
+                  f"(≥ {top_native[1]['linux_min_driver']} for full support)",
+                  detail, [Evidence("runtime", f"{w}") for w, _c, _k in items]
+                  + row_evidence([top_native[1], top_floor[1]]),
+                  fix=None)
+
+
+CHECKS_IMAGE = [min_host_driver]

@@ -11,9 +11,11 @@ from doctor.findings import Evidence, Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check
 
 PYTORCH_INSTALL = "https://pytorch.org/get-started/locally/"
+CONDA_VIRTUAL = "https://docs.conda.io/projects/conda/en/latest/user-guide/tasks/manage-virtual.html"
+NVML_UNKNOWN_NOTICE = "https://github.com/NVIDIA/nvidia-docker/issues/1730"
 
 
-@check("framework.cpu_only_build", "Python & frameworks", "The ML frameworks installed are GPU builds.")
+@check("framework.cpu_only_build", "Python & frameworks", "The ML frameworks installed are GPU builds.", static=True)
 def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
     fw = frameworks(facts)
     if not fw:
@@ -24,7 +26,8 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if all(pkg.cpu_only is None for _exe, pkg in fw):
         raise Skip("whether the installed frameworks are CPU or GPU builds is unknown (their build files were "
                    "not readable)")
-    gpu_expected = gpu_present(facts) or driver_installed(facts)
+    # An image checked with --static is built for GPUs: a CPU-only build there is the bug.
+    gpu_expected = gpu_present(facts) or driver_installed(facts) or bool(ctx.options.get("static"))
     for exe, pkg in fw:
         if pkg.cpu_only is None:
             continue
@@ -33,8 +36,15 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
             yield ok("framework.cpu_only_build", f"{label(pkg)} is a CUDA build"
                      + (f" (CUDA {pkg.cuda})" if pkg.cuda else ""), *evidence)
             continue
-        why = ("an NVIDIA GPU is attached" if gpu_present(facts) else
-               "the NVIDIA driver is installed") if gpu_expected else "there is no NVIDIA GPU here either"
+        static = bool(ctx.options.get("static"))
+        why = ("this image is checked as a GPU image (--static)" if static else "an NVIDIA GPU is attached"
+               if gpu_present(facts) else "the NVIDIA driver is installed") if gpu_expected else \
+            "there is no NVIDIA GPU here either"
+        fix = _cpu_only_fix(pkg.name, pkg.version, _torch_variant_for(facts, ctx, pkg.version))
+        if static and facts.env.get("CONDA_PREFIX"):
+            fix += (" In a conda-based image build there is no GPU, so conda's __cuda virtual package is absent and "
+                    "the solver picks CPU builds: set CONDA_OVERRIDE_CUDA to the CUDA version the image targets "
+                    f"before `conda install` ({CONDA_VIRTUAL}).")
         yield finding(
             "framework.cpu_only_build", "fail" if gpu_expected else "info",
             f"{label(pkg)} in {exe} is a CPU-only build",
@@ -42,13 +52,48 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "and JAX silently run on the CPU. A plain `pip install torch` on some platforms, or an index URL "
             "ending in /cpu, gives this build.",
             evidence,
-            fix=_cpu_only_fix(pkg.name, pkg.version),
+            fix=fix,
         )
 
 
-def _cpu_only_fix(name: str, version: str | None) -> str:
+def _torch_variant_for(facts: Facts, ctx: Context, version: str | None) -> tuple[str, str] | None:
+    """(CUDA variant, why) of this torch release that suits the machine: the newest variant the driver
+    runs and whose arch list covers the GPUs; with nothing known, the release's default CUDA."""
+    from doctor.matrix import Matrix, driver_runs_cuda, vtuple
+
+    m = ctx.matrix
+    if not isinstance(m, Matrix):
+        return None
+    row = m.torch(version)
+    if not row or not row.get("variant"):
+        return None
+    drv = facts.driver.kernel_module or facts.driver.userspace
+    ccs = [g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
+           for g in facts.gpus if g.source != "pci"]
+    ccs = [c for c in ccs if c]
+    for var in sorted(row["variant"], key=lambda v: vtuple(v["cuda"]), reverse=True):
+        if drv and not driver_runs_cuda(m, drv, var["cuda"]).ok:
+            continue
+        sass = var.get("arch_list") or []
+        if ccs and (not sass or not all(any(vtuple(s)[:1] == vtuple(c)[:1] and vtuple(s) <= vtuple(c)
+                                                for s in sass) for c in ccs)):
+            continue
+        why = []
+        if drv:
+            why.append(f"runs on driver {drv}")
+        if ccs:
+            why.append(f"has kernels for compute capability {', '.join(sorted(set(ccs)))}")
+        return var["cuda"], " and ".join(why) or "the release's default CUDA build"
+    return None
+
+
+def _cpu_only_fix(name: str, version: str | None, variant: tuple[str, str] | None = None) -> str:
     base = (version or "").split("+", 1)[0]
     if name == "torch":
+        if variant:
+            cu = "cu" + variant[0].replace(".", "")
+            return (f"Reinstall the CUDA {variant[0]} build ({variant[1]}): `pip install --force-reinstall "
+                    f"torch=={base} --index-url https://download.pytorch.org/whl/{cu}`.")
         return (f"Reinstall torch{'==' + base if base else ''} from a CUDA index that matches your driver, "
                 f"e.g. `pip install --force-reinstall torch{'==' + base if base else ''} --index-url "
                 f"https://download.pytorch.org/whl/cuXYZ` (choose cuXYZ at {PYTORCH_INSTALL}).")
@@ -173,6 +218,20 @@ def no_gpu_passthrough(facts: Facts, ctx: Context) -> Iterator[Finding]:
                       "The NVIDIA container runtime injects no device for this value.", evidence,
                       fix="Run with --gpus all (Docker) or request nvidia.com/gpu (Kubernetes), and do not set "
                           "NVIDIA_VISIBLE_DEVICES to void/none.")
+        return
+    if nodes and facts.driver.nvml_error and "unknown error" in facts.driver.nvml_error.lower():
+        yield finding(
+            "container.no_gpu_passthrough", "fail",
+            "This container lost access to its GPUs: 'Failed to initialize NVML: Unknown Error'",
+            "The device nodes are still here but the container may no longer open them: when systemd manages "
+            "the container's cgroups, a `systemctl daemon-reload` on the host (often run by a package upgrade) "
+            "resets the device rules the NVIDIA runtime added. NVIDIA's notice describes it: "
+            f"{NVML_UNKNOWN_NOTICE}.",
+            [*evidence, ev(facts, "driver.nvml_error")],
+            fix="Recreate the container (a restart of the same container is not always enough). On the host, "
+                "prevent it: `sudo nvidia-ctk system create-dev-char-symlinks --create-all` (and the udev rule from "
+                "NVIDIA's notice), or use the cgroupfs cgroup driver for Docker.",
+        )
         return
     if nodes and libs and not libs.stub:
         yield ok("container.no_gpu_passthrough", f"{len(nodes)} GPU device node(s) and the driver library "

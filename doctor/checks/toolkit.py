@@ -29,7 +29,7 @@ def _system_toolkits(facts: Facts) -> list:
     return [t for t in facts.toolkits if t.source != "pip"]
 
 
-@check("toolkit.missing", AREA, "A CUDA toolkit is installed where something needs one.")
+@check("toolkit.missing", AREA, "A CUDA toolkit is installed where something needs one.", static=True)
 def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     system = _system_toolkits(facts)
     if system:
@@ -65,7 +65,7 @@ def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         )
 
 
-@check("toolkit.multiple_conflicting", AREA, "nvcc on PATH, CUDA_HOME and the loader's libcudart agree.")
+@check("toolkit.multiple_conflicting", AREA, "nvcc on PATH, CUDA_HOME and the loader's libcudart agree.", static=True)
 def multiple_conflicting(facts: Facts, ctx: Context) -> Iterator[Finding]:
     claims: list[tuple[str, str, Evidence]] = []
     nvcc = facts.loader.nvcc_on_path
@@ -104,7 +104,7 @@ def multiple_conflicting(facts: Facts, ctx: Context) -> Iterator[Finding]:
     )
 
 
-@check("toolkit.path_not_set", AREA, "The installed toolkit's nvcc is on PATH.")
+@check("toolkit.path_not_set", AREA, "The installed toolkit's nvcc is on PATH.", static=True)
 def path_not_set(facts: Facts, ctx: Context) -> Iterator[Finding]:
     system = [t for t in _system_toolkits(facts) if t.nvcc_version]
     if not system:
@@ -129,7 +129,7 @@ def path_not_set(facts: Facts, ctx: Context) -> Iterator[Finding]:
 NEEDS_CUDNN = ("tensorflow", "tf-nightly", "jax", "jaxlib")
 
 
-@check("cudnn.missing", "cuDNN", "cuDNN is installed where a framework needs a system cuDNN.")
+@check("cudnn.missing", "cuDNN", "cuDNN is installed where a framework needs a system cuDNN.", static=True)
 def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if facts.cudnn:
         shown = ", ".join(f"{c.version} ({c.source}: {c.location})" for c in facts.cudnn[:3])

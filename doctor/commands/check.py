@@ -16,13 +16,29 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                          "finding grouped by area. Never changes the system, never uses the network.")
         p.add_argument("checks", nargs="*", metavar="CHECK_ID", help="run only these checks (ids from --list-checks)")
         out = p.add_argument_group("output")
-        out.add_argument("--json", action="store_true", help="print the report as JSON (schema gpu-doctor.report/v1)")
+        out.add_argument("--format", choices=("text", "json", "junit", "markdown"), default=None,
+                         help="text (default; for people), json (schema gpu-doctor.report/v1), junit (each check a "
+                         "test case, for CI), markdown (for an issue; facts in a collapsible block)")
+        out.add_argument("--json", action="store_true", help="the same as --format json")
         out.add_argument("-v", "--verbose", action="store_true",
                          help="show the evidence and source under each line, checks that did not run, probe errors")
         out.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
         out.add_argument("--list-checks", action="store_true", help="list the checks with their ids and exit")
         p.add_argument("--facts", metavar="FILE", help="diagnose this snapshot (from `gpu-doctor snapshot`; - for "
                        "standard input) instead of this machine; no probe runs")
+        gate = p.add_argument_group("images and CI gates")
+        gate.add_argument("--static", action="store_true",
+                          help="judge an image build, where no GPU or driver is attached: only the image's own "
+                          "consistency is checked, the missing driver is not a failure, and the minimum host driver "
+                          "the image needs is printed")
+        gate.add_argument("--target-gpu", metavar="NAME", help='with --static: the GPU the image will run on '
+                          '(e.g. "H100 80GB HBM3"), for the arch checks')
+        gate.add_argument("--target-cc", metavar="X.Y", help="with --static: the compute capability instead of a name")
+        gate.add_argument("--host-driver", metavar="VERSION",
+                          help="with --static: compare the image against this host driver (e.g. 535.104.05)")
+        gate.add_argument("--require", metavar="SPEC", action="append", default=[],
+                          help="a gate that becomes a finding (repeatable): torch>=2.4, cuda>=12.1, cudnn>=9, "
+                          "driver>=550, gpus>=8, gpu-memory>=79GiB, cc>=8.0, python>=3.10, tensorflow…, jax…")
         p.add_argument("--from-collect-env", metavar="FILE", dest="collect_env",
                        help="diagnose the output of `python -m torch.utils.collect_env` pasted in a bug report "
                        "(- for standard input); no probe runs")
@@ -117,25 +133,93 @@ def cmd_check(args: argparse.Namespace) -> int:
     if (args.facts or args.collect_env) and (args.root or args.python or args.deep):
         raise UsageError("--facts and --from-collect-env replay a recorded machine: "
                          "--root, --python and --deep do not apply")
+    requirements = _requirements(args.require)
+    if not args.static and (args.target_gpu or args.target_cc or args.host_driver):
+        raise UsageError("--target-gpu, --target-cc and --host-driver describe an image's future host: add --static")
     if args.collect_env:
         facts = facts_from_collect_env(args.collect_env)
     else:
         facts = load_facts_file(args.facts) if args.facts else collect_from_args(args)
 
     from doctor.engine import diagnose
+    from doctor.matrix import current
+    from doctor.registry import Context
 
-    report = diagnose(facts, checks=selected)  # type: ignore[arg-type]
-    if args.json:
-        import json
+    ctx = Context(matrix=current(), options={"static": args.static})
+    if args.static:
+        facts = static_view(facts, ctx.matrix, args.host_driver, args.target_gpu, args.target_cc)
+        selected = [c for c in (selected or REGISTRY) if c.static]
+    report = diagnose(facts, checks=selected, ctx=ctx)  # type: ignore[arg-type]
+    if args.static:
+        from dataclasses import replace
 
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
-    else:
-        from doctor.render.text import render
+        report = replace(report, mode="static")
+    if requirements:
+        from doctor.require import evaluate
 
-        sys.stdout.write(render(report, verbose=args.verbose))
+        report = report.with_findings(evaluate(facts, requirements))
+    fmt = "json" if args.json else (args.format or "text")
+    sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict))
     if report.status == "fail" or (args.strict and report.status == "warn"):
         return EXIT_FAIL
     return EXIT_OK
+
+
+def render_report(report: Any, fmt: str, verbose: bool = False, strict: bool = False) -> str:
+    if fmt == "json":
+        import json
+
+        return json.dumps(report.to_dict(), indent=2) + "\n"
+    if fmt == "junit":
+        from doctor.render.junit import render as junit
+
+        return junit(report, strict=strict)
+    if fmt == "markdown":
+        from doctor.render.markdown import render as markdown
+
+        return markdown(report)
+    from doctor.render.text import render
+
+    return render(report, verbose=verbose)
+
+
+def _requirements(specs: list[str]) -> list[Any]:
+    if not specs:
+        return []
+    from doctor.require import RequireError, parse
+
+    try:
+        return [parse(s) for s in specs]
+    except RequireError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def static_view(facts: Any, matrix: Any, host_driver: str | None, target_gpu: str | None,
+                target_cc: str | None) -> Any:
+    """The facts of an image build as the static checks should see them: the build host's driver and GPUs
+    are not the image's future host, so they are replaced by what the user says of that host (or nothing)."""
+    from dataclasses import replace
+
+    from doctor.facts import DriverInfo, Gpu
+    from doctor.matrix import vtuple
+
+    if host_driver and (not vtuple(host_driver) or vtuple(host_driver)[0] < 100):
+        raise UsageError(f"--host-driver {host_driver!r}: not an NVIDIA driver version (e.g. 535.104.05)")
+    driver = DriverInfo(kernel_module=host_driver, userspace=host_driver, module_loaded=bool(host_driver) or None,
+                        packages=facts.driver.packages)
+    gpus = []
+    if target_gpu:
+        row = matrix.gpu(target_gpu)
+        if row is None:
+            raise UsageError(f"--target-gpu {target_gpu!r}: unknown GPU (see `gpu-doctor matrix gpu NAME`)")
+        gpus = [Gpu(index=0, name=row["name"], compute_capability=target_cc or row["compute_capability"],
+                    source="target")]
+    elif target_cc:
+        if not vtuple(target_cc) or len(vtuple(target_cc)) != 2:
+            raise UsageError(f"--target-cc {target_cc!r}: a compute capability like 8.0 or 12.0")
+        gpus = [Gpu(index=0, name=f"a compute capability {target_cc} GPU", compute_capability=target_cc,
+                    source="target")]
+    return replace(facts, driver=driver, gpus=gpus)
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:

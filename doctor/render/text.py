@@ -29,6 +29,8 @@ def header(report: Report) -> str:
     d = f.driver
     host = " ".join(x for x in (f.host.os_pretty, f.host.kernel and f"kernel {f.host.kernel}") if x)
     drv = f"driver: module {d.kernel_module or 'not loaded'}, user space {d.userspace or 'none'}"
+    if report.mode == "static":
+        drv = f"image check (--static): host driver {d.kernel_module or 'not given (--host-driver)'}"
     cuda = f"CUDA driver API {d.cuda_driver_api}" if d.cuda_driver_api else "CUDA driver API unknown"
     gpus = [g for g in f.gpus if g.source != "pci"]
     gpu = f"{len(gpus)} GPU(s) visible" if gpus else (

@@ -1,0 +1,37 @@
+"""Markdown for pasting into an issue: the verdict, a table per area, fixes, facts in a collapsible block."""
+
+from __future__ import annotations
+
+import json
+
+from doctor.engine import Report
+from doctor.findings import AREAS
+from doctor.render.text import MARKS, header, summary
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(report: Report) -> str:
+    lines = ["## gpu-doctor report", "", *[f"> {line}" for line in header(report).splitlines()], "",
+             f"**{summary(report)}**", ""]
+    areas = [a for a in AREAS if any(f.area == a for f in report.findings)]
+    areas += sorted({f.area for f in report.findings} - set(areas))
+    for area in areas:
+        lines += [f"### {area}", "", "| | finding | code |", "| --- | --- | --- |"]
+        for f in (x for x in report.findings if x.area == area):
+            lines.append(f"| {MARKS[f.severity]} | {_cell(f.title)} | `{f.code}` |")
+        lines.append("")
+    fixes = [f for f in report.findings if f.fix and f.severity in ("fail", "warn")]
+    if fixes:
+        lines += ["### How to fix", ""]
+        for f in fixes:
+            lines.append(f"- **{_cell(f.title)}** — {_cell(f.fix.summary)}")  # type: ignore[union-attr]
+            cmds = [s.shell() for s in f.fix.steps]  # type: ignore[union-attr]
+            if cmds:
+                lines += ["  ```bash", *[f"  {c}" for c in cmds], "  ```"]
+        lines.append("")
+    lines += ["<details><summary>Facts (gpu-doctor.facts/v1)</summary>", "", "```json",
+              json.dumps(report.facts.to_dict(), indent=2), "```", "", "</details>", ""]
+    return "\n".join(lines)
