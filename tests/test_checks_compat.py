@@ -416,3 +416,44 @@ def test_min_host_driver_of_an_image(toolkits: list, pkgs: list, floor: str, ful
 def test_min_host_driver_only_runs_with_static() -> None:
     status, findings = outcome(make_facts(), "image.min_host_driver")
     assert status == "not_applicable" and findings == []
+
+
+# --- end to end: the tricky cases as snapshots through `check --facts -v` -------------------------
+
+TRICKY = [
+    # nvidia-smi's "CUDA Version" 12.2 is the driver's maximum; the 12.4 toolkit runs by minor-version compat.
+    ("smi-cuda-version-is-the-driver-maximum", {**driver("535.104.05", driver__cuda_driver_api="12.2"),
+                                                "toolkits": [toolkit("12.4.1")]},
+     "driver.too_old_for_cuda_runtime", "ok", "https://docs.nvidia.com/"),
+    # a wheel brings its own runtime: no system toolkit, yet the driver decides torch cu124's fate
+    ("wheels-bring-their-own-runtime", {**driver("470.223.02"), "toolkits": [],
+                                        "python_envs": env(torch("2.5.1", "12.4"))},
+     "framework.cuda_newer_than_driver", "fail", "https://docs.nvidia.com/"),
+    # forward compatibility is not for GeForce
+    ("forward-compat-not-for-geforce", {**driver("535.104.05", driver__packages=[
+        Package("cuda-compat-13-0", "580.65.06-1", "dpkg")]), "toolkits": [toolkit("13.0.0")], "gpus": [RTX4090]},
+     "driver.too_old_for_cuda_runtime", "fail", "https://docs.nvidia.com/"),
+    # WSL: the driver NVML reports is the Windows one (12.4 GA Windows minimum 551.61)
+    ("wsl-windows-driver-numbering", {**driver("551.61"), "host__wsl": True, "toolkits": [toolkit("12.4.0")],
+                                      "loader__libcuda": LibRef("/usr/lib/wsl/lib/libcuda.so.1", None)},
+     "driver.too_old_for_cuda_runtime", "ok", "https://docs.nvidia.com/"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "check_id", "severity", "source"), [t[1:] for t in TRICKY],
+                         ids=[t[0] for t in TRICKY])
+def test_tricky_case_snapshot_gives_the_verdict_with_its_source(overrides: dict, check_id: str, severity: str,
+                                                               source: str, tmp_path, capsys) -> None:
+    import json
+
+    from doctor.cli import main
+
+    snap = tmp_path / "facts.json"
+    snap.write_text(make_facts(**overrides).to_json())
+    main(["check", "--facts", str(snap), "--json", check_id])
+    report = json.loads(capsys.readouterr().out)
+    (f,) = [f for f in report["findings"] if f["code"] == check_id]
+    assert f["severity"] == severity, f["title"]
+    assert any(str(e.get("source") or "").startswith(source) for e in f["evidence"]), f["evidence"]
+    main(["check", "--facts", str(snap), "-v", check_id])
+    assert source in capsys.readouterr().out
