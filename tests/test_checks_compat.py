@@ -260,13 +260,21 @@ def test_pip_toolkits_do_not_count_as_system_runtimes() -> None:
     assert status == "not_applicable"
 
 
-def test_cudnn_header_for_cuda11_next_to_cuda12_toolkit() -> None:
-    facts = make_facts(cudnn=[Cudnn("8.2.1", "/usr/include/cudnn_version.h", "header")],
-                       toolkits=[toolkit("12.4.1")])
-    status, findings = outcome(facts, "cudnn.cuda_mismatch")
-    assert status in ("warn", "not_applicable", "ok")
-    if findings:
-        assert findings[0].severity == "warn" and "does not list CUDA 12.4" in findings[0].title
+@pytest.mark.parametrize(("cudnn", "cuda", "severity"), [
+    ("8.2.1", "12.4.1", "warn"),   # CUDNN 8.2.0-8.2.1: 11.0-11.3, 10.2
+    ("8.2.1", "11.3.1", "ok"),
+    ("8.9.5", "12.2.2", "ok"),     # CUDNN 8.9.5: 12.0-12.2, 11.0-11.8
+    ("8.9.5", "12.4.1", "warn"),
+    ("9.1.0", "12.4.1", "ok"),     # CUDNN 9.1.0: 12.0-12.4, 11.8, 11.0-11.7
+    ("9.0.0", "12.4.1", "warn"),   # CUDNN 9.0.0: 12.0-12.3
+    ("9.17.0", "13.0.0", "ok"),    # CUDNN 9.17.0: 13.0-13.1, 12.0-12.9
+    ("9.17.0", "11.8.0", "warn"),
+])
+def test_system_cudnn_against_the_system_toolkit(cudnn: str, cuda: str, severity: str) -> None:
+    facts = make_facts(cudnn=[Cudnn(cudnn, "/usr/include/cudnn_version.h", "header")], toolkits=[toolkit(cuda)])
+    _status, (f,) = outcome(facts, "cudnn.cuda_mismatch")
+    assert f.severity == severity, f.title
+    assert any(str(e.source).startswith("https://") for e in f.evidence if e.fact.startswith("cudnn:"))
 
 
 # --- framework.arch_unsupported: torch builds vs GPUs (TORCH: arch lists read from the wheels) ---
