@@ -6,6 +6,9 @@ row and its URL exactly. The rules here answer one question each and say which r
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -20,7 +23,7 @@ else:  # pragma: no cover - Python 3.10
 
 
 Row = dict[str, Any]
-FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid")
+FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid", "errors")
 
 
 def vtuple(version: str | None) -> tuple[int, ...]:
@@ -187,18 +190,50 @@ def _norm_gpu(name: str) -> str:
     return re.sub(r"[\s_\-]+", " ", name.lower().replace("nvidia", "")).strip()
 
 
-@cache
-def bundled() -> Matrix:
-    """The matrix shipped in the package (compat/*.toml)."""
-    data: dict[str, dict[str, Any]] = {}
-    problems = []
+COMPILED = "matrix.json"  # a JSON copy of the TOML files, for speed: tomllib needs ~100 ms for them all
+
+
+def compile_matrix() -> dict[str, Any]:
+    """Parse every compat/*.toml into one JSON-able dict, keyed by the SHA-256 of each file's bytes."""
+    out: dict[str, Any] = {"sha256": {}, "data": {}}
     for name in FILES:
         try:
-            text = resources.files("doctor.compat").joinpath(f"{name}.toml").read_text()
-            data[name] = tomllib.loads(text)
+            raw = resources.files("doctor.compat").joinpath(f"{name}.toml").read_bytes()
+        except FileNotFoundError:
+            continue
+        out["sha256"][name] = hashlib.sha256(raw).hexdigest()
+        out["data"][name] = tomllib.loads(raw.decode("utf-8"))
+    return out
+
+
+@cache
+def bundled() -> Matrix:
+    """The matrix shipped in the package (compat/*.toml).
+
+    The reviewed TOML files are the truth; compat/matrix.json (scripts/compile_matrix.py) is a faster
+    copy used only while every file's hash matches it, so an edited TOML file is never shadowed.
+    """
+    data: dict[str, dict[str, Any]] = {}
+    problems = []
+    compiled: dict[str, Any] = {}
+    with contextlib.suppress(FileNotFoundError, OSError, ValueError):
+        compiled = json.loads(resources.files("doctor.compat").joinpath(COMPILED).read_text())
+    for name in FILES:
+        try:
+            raw = resources.files("doctor.compat").joinpath(f"{name}.toml").read_bytes()
         except FileNotFoundError:
             data[name] = {}
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+            continue
+        except OSError as exc:
+            problems.append(f"compat/{name}.toml: {exc}")
+            data[name] = {}
+            continue
+        if compiled.get("sha256", {}).get(name) == hashlib.sha256(raw).hexdigest():
+            data[name] = compiled["data"][name]
+            continue
+        try:
+            data[name] = tomllib.loads(raw.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             problems.append(f"compat/{name}.toml: {exc}")
             data[name] = {}
     reviewed = max((str(d.get("reviewed")) for d in data.values() if d.get("reviewed")), default=None)

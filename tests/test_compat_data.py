@@ -21,6 +21,7 @@ TABLES: dict[str, list[str]] = {
     "jax": ["jax"],
     "cupy": ["cupy"],
     "xid": ["xid"],
+    "errors": ["signature"],
 }
 
 
@@ -124,3 +125,29 @@ def test_forward_compat_policy_excludes_geforce() -> None:
     policy = load("cuda")["forward_compat_policy"]
     assert "consumer" not in policy["segments"]
     assert "datacenter" in policy["segments"]
+
+
+def test_compiled_matrix_copy_is_current() -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "compile_matrix.py"
+    result = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+
+
+def test_an_edited_toml_file_is_never_shadowed_by_the_compiled_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from doctor import matrix
+
+    real = matrix.hashlib.sha256
+
+    def changed(data: bytes) -> Any:
+        return real(data + b"edited")
+
+    monkeypatch.setattr(matrix.hashlib, "sha256", changed)
+    matrix.bundled.cache_clear()
+    try:
+        fresh = matrix.bundled()
+        assert fresh.data["cuda"]["toolkit"] == load("cuda")["toolkit"]  # parsed from TOML, not the copy
+    finally:
+        matrix.bundled.cache_clear()
