@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from doctor.facts import (
+    ENV_NAMES,
     ContainerToolkit,
     Cudnn,
     DriverInfo,
@@ -58,7 +59,9 @@ def healthy_facts() -> Facts:
             PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cuda="12", cudnn="9.1.0.70", cpu_only=None),
             PyPackage("torch", "2.5.1", cuda="12.4", cudnn="9.1.0.70", cpu_only=False),
         ])],
-        env={"PATH": "/usr/local/cuda-12.4/bin:/usr/bin:/bin", "CUDA_HOME": None, "CUDA_VISIBLE_DEVICES": None},
+        env={**dict.fromkeys(ENV_NAMES), "PATH": "/usr/local/cuda-12.4/bin:/usr/bin:/bin"},
+        # as a live collection records them: these probes ran, so what they did not find is absent
+        sources={"driver": "probes", "toolkits": "probes", "loader": "cmd:ldconfig -p"},
     )
 
 

@@ -148,7 +148,7 @@ CASES = [
     ("rtx5090-on-550", {**driver("550.120"), "gpus": [RTX5090]},
      "driver.too_old_for_gpu", "fail", ["NVIDIA GeForce RTX 5090 (Blackwell) needs driver ≥ 570.26; found 550.120"]),
     ("rtx5090-on-570", {**driver("570.133.07"), "gpus": [RTX5090]},
-     "driver.too_old_for_gpu", "ok", ["supports NVIDIA GeForce RTX 5090"]),
+     "driver.too_old_for_gpu", "ok", ["new enough for NVIDIA GeForce RTX 5090"]),
     ("rtx4090-on-520", {**driver("520.61.05"), "gpus": [RTX4090]}, "driver.too_old_for_gpu", "ok", ["Ada"]),
     ("rtx4090-on-515", {**driver("515.105.01"), "gpus": [RTX4090]}, "driver.too_old_for_gpu", "fail",
      ["needs driver ≥ 520.61.05"]),

@@ -15,6 +15,7 @@ from doctor.findings import Finding
 NO_DRIVER = {
     "driver__userspace": None,
     "driver__kernel_module": None,
+    "driver__cuda_driver_api": None,
     "driver__module_loaded": False,
     "driver__cuda_driver_api": None,
     "driver__packages": [],

@@ -45,8 +45,14 @@ def finding(code: str, severity: str, title: str, detail: str, evidence: list[Ev
 
 def driver_installed(facts: Facts) -> bool:
     d = facts.driver
-    return bool(d.userspace or d.kernel_module or any(p.name.startswith(("nvidia-driver", "cuda-drivers"))
-                                                       for p in d.packages))
+    # A CUDA driver API version (from libcuda, or quoted in a framework's warning) proves a driver too.
+    return bool(d.userspace or d.kernel_module or d.cuda_driver_api
+                or any(p.name.startswith(("nvidia-driver", "cuda-drivers")) for p in d.packages))
+
+
+def probed(facts: Facts, what: str) -> bool:
+    """Did the probe for this area run? (A snapshot parsed from a bug report holds only what it said.)"""
+    return what in facts.sources
 
 
 def gpu_present(facts: Facts) -> bool:

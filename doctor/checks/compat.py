@@ -130,7 +130,8 @@ def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           "not initialised or CUDA reports no device.", evidence,
                           fix=f"Install driver ≥ {arch['first_driver']} (`gpu-doctor fix` writes the commands).")
         else:
-            yield ok("driver.too_old_for_gpu", f"Driver {drv} supports {g.name} ({arch['name']})", *evidence)
+            yield ok("driver.too_old_for_gpu", f"Driver {drv} is new enough for {g.name} ({arch['name']})",
+                     *evidence)
 
 
 @check("driver.gpu_unsupported_by_driver", "Driver",
@@ -170,8 +171,8 @@ def gpu_unsupported_by_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           "is loaded", "NVIDIA supports this architecture only with the open GPU kernel modules.",
                           evidence, fix="Install the -open flavour of the driver (e.g. nvidia-driver-NNN-open).")
         else:
-            yield ok("driver.gpu_unsupported_by_driver", f"Driver {drv} supports {g.name} ({arch['name']})",
-                     *evidence)
+            yield ok("driver.gpu_unsupported_by_driver",
+                     f"Driver branch {vtuple(drv)[0]} still supports {g.name} ({arch['name']})", *evidence)
 
 
 def _arch_list(m: Matrix, pkg: PyPackage) -> tuple[list[str] | None, str | None, Row | None]:
@@ -384,6 +385,8 @@ def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not system or not toolkits:
         raise NotApplicable("needs a system cuDNN and a system CUDA toolkit")
     for c in system:
+        if len(vtuple(c.version)) < 2:
+            continue  # "8" (from cudnn64_8.dll) cannot be placed among the 8.x rows
         row = m.cudnn(c.version or "")
         if not row:
             continue

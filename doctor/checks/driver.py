@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from doctor.checks.common import driver_installed, ev, finding, gpu_present, ok
+from doctor.checks.common import driver_installed, ev, finding, gpu_present, ok, probed
 from doctor.facts import Facts
 from doctor.findings import Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check
@@ -22,12 +22,15 @@ def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     d = facts.driver
     if driver_installed(facts):
         pkg = next((p for p in d.packages if p.name.startswith(("nvidia-driver", "cuda-drivers"))), None)
-        version = d.userspace or d.kernel_module or (f"package {pkg.name} {pkg.version or ''}".strip() if pkg else "")
+        version = d.userspace or d.kernel_module or (f"package {pkg.name} {pkg.version or ''}".strip() if pkg
+                                                     else f"(CUDA driver API {d.cuda_driver_api})")
         yield ok("driver.missing", f"NVIDIA driver {version} is installed",
                  ev(facts, "driver.userspace"), ev(facts, "driver.kernel_module"))
         return
     if facts.host.container:
         raise NotApplicable("inside a container the host provides the driver (see container.no_gpu_passthrough)")
+    if not probed(facts, "driver") and not facts.gpus:
+        raise Skip("the driver was not inspected (a recorded report that does not say)")
     if facts.host.pci_nvidia_gpus == 0:
         yield finding(
             "driver.missing", "fail", "No NVIDIA GPU is on this machine's PCI bus, and no NVIDIA driver is installed",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from doctor.checks.common import driver_installed, ev, finding, frameworks, gpu_present, label, ok
+from doctor.checks.common import driver_installed, ev, finding, frameworks, gpu_present, label, ok, probed
 from doctor.facts import Facts, Gpu
 from doctor.findings import Evidence, Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check
@@ -108,6 +108,8 @@ def _visible_tokens(value: str) -> list[str]:
 
 @check("env.cuda_visible_devices", "Environment", "CUDA_VISIBLE_DEVICES names GPUs that exist.")
 def cuda_visible_devices(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    if "CUDA_VISIBLE_DEVICES" not in facts.env:
+        raise Skip("the environment variables were not recorded")
     value = facts.env.get("CUDA_VISIBLE_DEVICES")
     evidence = [ev(facts, "env.CUDA_VISIBLE_DEVICES", value, "env")]
     if value is None:
@@ -184,6 +186,8 @@ def device_order(facts: Facts, ctx: Context) -> Iterator[Finding]:
     gpus = [g for g in facts.gpus if g.source != "pci"]
     if len(gpus) < 2 and not any(g.mig_devices for g in gpus):
         raise NotApplicable("fewer than two GPUs and no MIG instances")
+    if "CUDA_DEVICE_ORDER" not in facts.env:
+        raise Skip("the environment variables were not recorded")
     order = facts.env.get("CUDA_DEVICE_ORDER")
     models = sorted({_key(g) for g in gpus})
     table = ordinal_table(facts)
@@ -319,6 +323,8 @@ def _toolkit_steps(engines: list[str], install: bool) -> list[FixStep]:
 def wsl_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not facts.host.wsl:
         raise NotApplicable("not WSL")
+    if not probed(facts, "loader"):
+        raise Skip("the dynamic loader's libcuda was not inspected (a recorded report that does not say)")
     lib = facts.loader.libcuda
     linux_driver = [p.name for p in facts.driver.packages if re.match(r"(nvidia-driver|cuda-drivers|libnvidia-compute)",
                                                                        p.name)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok
+from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok, probed
 from doctor.facts import Facts, PyPackage
 from doctor.findings import Evidence, Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check
@@ -37,6 +37,8 @@ def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         yield ok("toolkit.missing", f"CUDA toolkit found: {shown}",
                  *[Evidence(f"toolkits[{i}]", f"{t.version} {t.root}", t.source) for i, t in enumerate(system)])
         return
+    if not probed(facts, "toolkits"):
+        raise Skip("the CUDA toolkits were not inspected (a recorded report that does not say)")
     needy = []
     for env in facts.python_envs:
         names = {p.name for p in env.packages}

@@ -34,6 +34,10 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
         host_info = host_f.result()
         envs = [f.result() for f in env_fs]
         toolkits = toolkits_f.result() + cuda.pip_toolkits(envs)
+    # Which probes ran: a fact that is absent after its probe ran is "absent"; without it, "unknown"
+    # (a snapshot parsed from a bug report has only what the report said).
+    rec.source("driver", "probes: /proc/driver/nvidia/version, /proc/modules, NVML, libcuda, nvidia-smi, dpkg/rpm")
+    rec.source("toolkits", "probes: CUDA_HOME, CUDA_PATH, /usr/local/cuda*, /opt/cuda*, distro, conda, pip wheels")
     pci = driver.scan_pci(host, rec)
     host_info = replace(host_info, pci_nvidia_gpus=None if pci is None else len(pci))
     gpus = driver.probe_gpus(host, rec, native, smi)

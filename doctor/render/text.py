@@ -28,7 +28,8 @@ def header(report: Report) -> str:
     f = report.facts
     d = f.driver
     host = " ".join(x for x in (f.host.os_pretty, f.host.kernel and f"kernel {f.host.kernel}") if x)
-    drv = f"driver: module {d.kernel_module or 'not loaded'}, user space {d.userspace or 'none'}"
+    module = d.kernel_module or ("not loaded" if d.module_loaded is False or d.nvml_error else "unknown")
+    drv = f"driver: module {module}, user space {d.userspace or ('none' if 'driver' in f.sources else 'unknown')}"
     if report.mode == "static":
         drv = f"image check (--static): host driver {d.kernel_module or 'not given (--host-driver)'}"
     cuda = f"CUDA driver API {d.cuda_driver_api}" if d.cuda_driver_api else "CUDA driver API unknown"

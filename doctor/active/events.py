@@ -1,0 +1,89 @@
+"""The one progress interface of the active tests: an iterator of events, and the CLI's rendering of it.
+
+A test is a generator of :data:`Event`; the last event is an :class:`Outcome` with the findings. The CLI
+draws :class:`Progress` as one line on stderr (:class:`StderrProgress`); the TUI runs the same generator
+in a worker thread (its ``doctor.tui.active`` events have the same names and fields, so adapting is a
+field-by-field copy). Nothing here knows about CUDA.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from doctor.findings import Finding
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far the test is: ``fraction`` in [0, 1] (None while unknown); ``step`` says what runs now."""
+
+    fraction: float | None
+    step: str = ""
+    gpu: int | None = None
+
+
+@dataclass(frozen=True)
+class Log:
+    """A line worth keeping in a live log (a measurement, a retry), not a finding."""
+
+    line: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The end of a run: ok | warn | fail, one line, the findings, and the raw measurements (JSON-able)."""
+
+    status: str
+    summary: str
+    findings: list[Finding] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+
+
+Event = Progress | Log | Outcome
+
+
+def last_outcome(events: Iterator[Event], on_event: Any = None) -> Outcome:
+    """Drain a test's events (passing each to ``on_event``) and return its Outcome."""
+    outcome = None
+    for ev in events:
+        if on_event is not None:
+            on_event(ev)
+        if isinstance(ev, Outcome):
+            outcome = ev
+    if outcome is None:  # a generator that ends without one is a bug in the test, not a GPU problem
+        raise RuntimeError("the active test ended without an outcome")
+    return outcome
+
+
+class StderrProgress:
+    """Renders events for a person: on a terminal one self-overwriting line ``[ 42%] GPU 0: step``; in a
+    log (not a terminal) one line per new step, so CI output shows where a run stopped."""
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.quiet = quiet
+        self.last = ""
+        self.started = time.monotonic()
+
+    def __call__(self, ev: Event) -> None:
+        if self.quiet:
+            return
+        if isinstance(ev, Progress):
+            pct = f"[{ev.fraction * 100:3.0f}%]" if ev.fraction is not None else "[ …  ]"
+            where = f"GPU {ev.gpu}: " if ev.gpu is not None else ""
+            line = f"{pct} {where}{ev.step}"
+            if self.tty:
+                self.stream.write("\r\x1b[K" + line[:200])
+            elif ev.step != self.last:
+                self.stream.write(line + "\n")
+            self.last = ev.step
+        elif isinstance(ev, Log):
+            self.stream.write(("\r\x1b[K" if self.tty else "") + ev.line + "\n")
+        elif isinstance(ev, Outcome) and self.tty:
+            self.stream.write("\r\x1b[K")
+        self.stream.flush()

@@ -1,0 +1,202 @@
+"""Runs inside the *target* Python environment (python -c): one framework's GPU smoke test.
+
+It imports the framework (which gpu-doctor itself never does), runs a matrix product on the GPU and on
+the CPU and compares them, a cuDNN convolution for torch and TensorFlow, a cuBLAS product for CuPy, and
+prints JSON events after the marker. Every exception becomes data: its type and the framework's own text,
+which the parent maps to a finding. Plain syntax on purpose: the interpreter may be old (Python >= 3.6).
+
+Usage: python -c "$(this file)" FRAMEWORK
+"""
+
+import json
+import sys
+import time
+import traceback
+import warnings
+
+MARKER = "@@GPU-DOCTOR@@"
+N = 512  # the matrix products are N x N, float32
+RTOL = 1e-3  # |GPU - CPU| <= RTOL * max|CPU|, with TF32 off (float32 accumulation-order differences are ~1e-5)
+
+
+def emit(event, **data):
+    data["event"] = event
+    sys.stdout.write(MARKER + json.dumps(data, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def step(text):
+    emit("step", step=text)
+
+
+def error_of(exc, where):
+    lines = traceback.format_exception_only(type(exc), exc)
+    return {"type": type(exc).__module__ + "." + type(exc).__name__, "text": "".join(lines).strip(), "step": where}
+
+
+def verdict(err, scale, shape):
+    tol = RTOL * scale
+    return {"max_abs_err": err, "tolerance": tol, "ok": bool(err <= tol), "rtol": RTOL, "shape": list(shape)}
+
+
+def compare(gpu, cpu):
+    """max |gpu - cpu| against the tolerance, for two NumPy arrays already on the host."""
+    import numpy as np
+
+    gpu, cpu = np.asarray(gpu, dtype=np.float64), np.asarray(cpu, dtype=np.float64)
+    return verdict(float(np.max(np.abs(gpu - cpu))), float(np.max(np.abs(cpu))), cpu.shape)
+
+
+def compare_torch(gpu, cpu):
+    """The same for torch tensors (torch wheels do not require NumPy)."""
+    gpu, cpu = gpu.cpu().double(), cpu.double()
+    return verdict(float((gpu - cpu).abs().max()), float(cpu.abs().max()), cpu.shape)
+
+
+def inputs(seed=0):
+    import numpy as np
+
+    rng = np.random.RandomState(seed)
+    return rng.uniform(-1, 1, (N, N)).astype(np.float32), rng.uniform(-1, 1, (N, N)).astype(np.float32)
+
+
+def test_torch(out):
+    step("import torch")
+    import torch
+
+    out["version"] = torch.__version__
+    out["cuda"] = torch.version.cuda
+    step("torch.cuda.is_available()")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out["is_available"] = torch.cuda.is_available()
+        out["device_count"] = torch.cuda.device_count()
+    out["warnings"] = [str(w.message) for w in caught]
+    step("a tensor on cuda:0")
+    x = torch.zeros(1, device="cuda")  # raises the error a user's code would meet
+    out["gpu_name"] = torch.cuda.get_device_name(0)
+    out["capability"] = "{}.{}".format(*torch.cuda.get_device_capability(0))
+    out["arch_list"] = torch.cuda.get_arch_list()
+    del x
+    step("matrix product on the GPU vs the CPU")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.rand(N, N, generator=g) * 2 - 1 for _ in range(2))
+    out["matmul"] = compare_torch(a.cuda() @ b.cuda(), a @ b)
+    step("cuDNN convolution on the GPU vs the CPU")
+    out["cudnn"] = torch.backends.cudnn.version()
+    img, w = torch.rand(8, 16, 32, 32, generator=g), torch.rand(32, 16, 3, 3, generator=g)
+    conv = torch.nn.functional.conv2d
+    out["conv"] = compare_torch(conv(img.cuda(), w.cuda()), conv(img, w))
+    step("half-precision matrix product throughput")
+    h = torch.rand(4096, 4096, device="cuda", dtype=torch.float16)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(10):
+        h @ h
+    torch.cuda.synchronize()
+    out["fp16_tflops"] = 10 * 2 * 4096 ** 3 / (time.perf_counter() - t0) / 1e12
+
+
+def test_tensorflow(out):
+    step("import tensorflow")
+    import tensorflow as tf
+
+    out["version"] = tf.__version__
+    out["built_with_cuda"] = tf.test.is_built_with_cuda()
+    info = tf.sysconfig.get_build_info()
+    out["cuda"] = info.get("cuda_version")
+    out["cudnn"] = info.get("cudnn_version")
+    step("tf.config.list_physical_devices('GPU')")
+    gpus = tf.config.list_physical_devices("GPU")
+    out["device_count"] = len(gpus)
+    if not gpus:
+        raise RuntimeError("TensorFlow lists no GPU (tf.config.list_physical_devices('GPU') == [])")
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    step("matrix product on the GPU vs the CPU")
+    a, b = inputs()
+    with tf.device("/GPU:0"):
+        gpu = tf.matmul(a, b).numpy()
+    with tf.device("/CPU:0"):
+        cpu = tf.matmul(a, b).numpy()
+    out["matmul"] = compare(gpu, cpu)
+    step("cuDNN convolution on the GPU vs the CPU")
+    import numpy as np
+
+    rng = np.random.RandomState(1)
+    img, w = rng.rand(8, 32, 32, 16).astype("float32"), rng.rand(3, 3, 16, 32).astype("float32")
+    with tf.device("/GPU:0"):
+        gpu = tf.nn.conv2d(img, w, 1, "VALID").numpy()
+    with tf.device("/CPU:0"):
+        cpu = tf.nn.conv2d(img, w, 1, "VALID").numpy()
+    out["conv"] = compare(gpu, cpu)
+
+
+def test_jax(out):
+    step("import jax")
+    import jax
+    import jax.numpy as jnp
+
+    out["version"] = jax.__version__
+    step("jax.devices('gpu')")
+    devices = jax.devices("gpu")  # raises "Unknown backend: 'gpu' requested …" when none
+    out["device_count"] = len(devices)
+    step("matrix product on the GPU vs the CPU")
+    a, b = inputs()
+    gpu = jnp.dot(jax.device_put(a, devices[0]), jax.device_put(b, devices[0]), precision=jax.lax.Precision.HIGHEST)
+    cpu_dev = jax.devices("cpu")[0]
+    cpu = jnp.dot(jax.device_put(a, cpu_dev), jax.device_put(b, cpu_dev), precision=jax.lax.Precision.HIGHEST)
+    out["matmul"] = compare(jax.device_get(gpu), jax.device_get(cpu))
+
+
+def test_cupy(out):
+    step("import cupy")
+    import cupy
+
+    out["version"] = cupy.__version__
+    step("cupy.cuda.runtime.getDeviceCount()")
+    out["device_count"] = cupy.cuda.runtime.getDeviceCount()
+    out["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
+    out["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+    step("cuBLAS matrix product vs NumPy")
+    a, b = inputs()
+    out["matmul"] = compare(cupy.asnumpy(cupy.asarray(a) @ cupy.asarray(b)), a @ b)
+
+
+TESTS = {"torch": test_torch, "tensorflow": test_tensorflow, "jax": test_jax, "cupy": test_cupy}
+MODULES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "cupy": "cupy"}
+
+
+def main(argv):
+    name = argv[0]
+    out = {"framework": name, "python": sys.executable,
+           "python_version": ".".join(str(v) for v in sys.version_info[:3])}
+    try:
+        import importlib.util
+
+        out["installed"] = importlib.util.find_spec(MODULES[name]) is not None
+    except (ImportError, ValueError):
+        out["installed"] = False
+    if out["installed"]:
+        where = ["starting"]
+        orig_step = step
+
+        def tracking(text):
+            where[0] = text
+            orig_step(text)
+
+        globals()["step"] = tracking
+        try:
+            TESTS[name](out)
+            out["ok"] = True
+        except BaseException as exc:  # an AssertionError or SystemExit from a framework is an answer too
+            out["ok"] = False
+            out["error"] = error_of(exc, where[0])
+    emit("framework", **out)
+    emit("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

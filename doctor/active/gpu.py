@@ -1,0 +1,124 @@
+"""The smoke test and the OOM probe as event generators: spawn the child, follow it, judge what it found.
+
+``smoke_events(options)`` and ``oom_events(options)`` yield :class:`~doctor.active.events.Progress` while
+the child works and end with one :class:`~doctor.active.events.Outcome` holding the findings and the raw
+results. The CLI renders them; the TUI can iterate the same generators in a worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from doctor.active import judge
+from doctor.active.events import Event, Log, Outcome, Progress
+from doctor.active.runner import child_events
+from doctor.findings import SEVERITY_RANK, Finding
+
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Options:
+    gpus: str | list[int] = "all"  # "all" or CUDA ordinals
+    timeout: float = DEFAULT_TIMEOUT  # the watchdog: a step silent this long is a hang
+    force: bool = False  # oom: run although other processes use the GPU
+    size_mib: int = 256  # smoke: buffer size of the bandwidth tests
+    fma_ms: float = 200.0  # smoke: how long the FP32 measurement runs
+    env: Mapping[str, str] | None = None  # the child's environment (default: ours)
+    python: str = field(default_factory=lambda: sys.executable or "python3")
+
+
+def smoke_events(options: Options, matrix: Any = None) -> Iterator[Event]:
+    return _events("smoke", options, matrix)
+
+
+def oom_events(options: Options, matrix: Any = None) -> Iterator[Event]:
+    return _events("oom", options, matrix)
+
+
+def child_env(options: Options) -> dict[str, str]:
+    env = dict(os.environ if options.env is None else options.env)
+    # CUDA numbers GPUs fastest-first by default; PCI order makes --gpu N the GPU nvidia-smi calls N
+    # (unless the user chose an order).
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    # The child imports doctor from wherever this process did (a pipx venv, a source checkout).
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+    return env
+
+
+def _events(mode: str, options: Options, matrix: Any) -> Iterator[Event]:
+    if matrix is None:
+        from doctor.matrix import current
+
+        matrix = current()
+    opts = {"mode": mode, "gpus": options.gpus, "force": options.force, "size_mib": options.size_mib,
+            "fma_ms": options.fma_ms}
+    argv = [options.python, "-m", "doctor.active.gpu_child", json.dumps(opts)]
+    results: dict[str, Any] = {"mode": mode, "global": {}, "errors": [], "gpus": [], "done": False}
+    gpus: dict[int, dict[str, Any]] = {}
+
+    def gpu(ordinal: int) -> dict[str, Any]:
+        if ordinal not in gpus:
+            gpus[ordinal] = {"ordinal": ordinal, "errors": []}
+        return gpus[ordinal]
+
+    for ev in child_events(argv, child_env(options), options.timeout):
+        kind = ev.get("event")
+        g = ev.get("gpu")
+        if kind == "step":
+            results["last_step"] = {"gpu": g, "step": ev.get("step")}
+            if g is not None:
+                gpu(g)["last_step"] = ev.get("step")
+            yield Progress(ev.get("fraction"), ev.get("step", ""), g)
+        elif kind == "fact":
+            data = ev.get("data") or {}
+            (results["global"] if g is None else gpu(g)).update(data)
+            line = _measurement_line(g, data)
+            if line:
+                yield Log(line)
+        elif kind == "error":
+            entry = {"step": ev.get("step"), "error": ev.get("error") or {}}
+            (results["errors"] if g is None else gpu(g)["errors"]).append(entry)
+            err = entry["error"]
+            yield Log(f"{'GPU ' + str(g) + ': ' if g is not None else ''}{err.get('call')}: {err.get('name')}")
+        elif kind == "done":
+            results["done"] = True
+        elif kind in ("exit", "hang"):
+            results["end"] = ev
+    results["gpus"] = [gpus[k] for k in sorted(gpus)]
+    findings = judge.smoke_findings(results, matrix) if mode == "smoke" else judge.oom_findings(results, matrix)
+    yield Outcome(status_of(findings), summary(mode, findings), findings, results)
+
+
+def _measurement_line(g: int | None, data: dict[str, Any]) -> str | None:
+    """The numbers a person watching wants to see as they arrive."""
+    who = f"GPU {g}: " if g is not None else ""
+    for key, fmt in (("h2d_gbs", "host→device {:.1f} GB/s"), ("device_gbs", "device memory {:.0f} GB/s"),
+                     ("fp32_tflops", "FP32 {:.2f} TFLOP/s")):
+        if data.get(key) is not None:
+            extra = f", device→host {data['d2h_gbs']:.1f} GB/s" if key == "h2d_gbs" and data.get("d2h_gbs") else ""
+            return who + fmt.format(data[key]) + extra
+    if data.get("largest_block") is not None:
+        return f"{who}largest single allocation {data['largest_block'] >> 20:,} MiB ({data['largest_calls']} calls)"
+    if data.get("total_allocatable") is not None:
+        return f"{who}total allocatable {data['total_allocatable'] >> 20:,} MiB ({data['total_calls']} calls)"
+    return None
+
+
+def status_of(findings: list[Finding]) -> str:
+    worst = max((SEVERITY_RANK[f.severity] for f in findings), default=0)
+    return "fail" if worst == 3 else "warn" if worst == 2 else "ok"
+
+
+def summary(mode: str, findings: list[Finding]) -> str:
+    what = "smoke test" if mode == "smoke" else "OOM probe"
+    bad = [f for f in findings if f.severity in ("fail", "warn")]
+    if not bad:
+        return f"{what}: passed"
+    return f"{what}: {bad[0].title}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")

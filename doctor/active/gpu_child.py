@@ -1,0 +1,421 @@
+"""Runs in a spawned child: the smoke test or the OOM probe on each selected GPU, through the driver API.
+
+Why a child: a kernel or driver call can hang forever inside C code, and initialising CUDA changes the
+process that does it. The parent (doctor.active.gpu) reads our events with a watchdog and kills us when we
+fall silent. We print, one per line after the marker, JSON events:
+
+  {"event": "step", "gpu": 0, "step": "…", "fraction": 0.4}   what starts now (the hang is blamed on it)
+  {"event": "fact", "gpu": 0, "data": {…}}                    something measured or read, merged by the parent
+  {"event": "error", "gpu": 0, "step": "…", "error": {call, code, name, text, log}}
+  {"event": "done"}
+
+Usage: python -m doctor.active.gpu_child '{"mode": "smoke"|"oom", "gpus": "all"|[0, 1], …}'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import sys
+import time
+from array import array
+from importlib import resources
+from typing import Any
+
+from doctor.active.cudadrv import (
+    ATTR_CC_MAJOR,
+    ATTR_CC_MINOR,
+    ATTR_MAX_THREADS_PER_MULTIPROCESSOR,
+    ATTR_MULTIPROCESSOR_COUNT,
+    OUT_OF_MEMORY,
+    CudaError,
+    Driver,
+)
+from doctor.active.nvmlread import Nvml
+
+MARKER = "@@GPU-DOCTOR@@"
+MIB = 1 << 20
+GRANULE = 2 * MIB  # the driver hands out device memory in 2 MiB pages: the OOM probe asks in whole pages
+SAXPY_N = 1 << 20
+SAXPY_A = 3.0
+FMA_A, FMA_B = 1.0, 0.25
+FMA_MAX_ITERS = 2_000_000  # keeps every value of fma.ptx an exact float (see its header)
+BLOCK = 256
+
+
+def emit(event: str, **data: Any) -> None:
+    sys.stdout.write(MARKER + json.dumps({"event": event, **data}) + "\n")
+    sys.stdout.flush()
+
+
+class Steps:
+    """Progress of one GPU among several: step k of n on GPU i of m → one fraction for the whole run."""
+
+    def __init__(self, gpu: int, position: int, of: int, steps: int) -> None:
+        self.gpu, self.position, self.of, self.steps, self.done = gpu, position, of, steps, 0
+        self.current = ""
+
+    def __call__(self, step: str, advance: bool = True) -> None:
+        self.current = step
+        fraction = (self.position + min(self.done, self.steps) / self.steps) / self.of
+        emit("step", gpu=self.gpu, step=step, fraction=round(fraction, 4))
+        if advance:
+            self.done += 1
+
+
+class Held:
+    """Everything a test allocated in its context, released in reverse order whatever happened."""
+
+    def __init__(self, drv: Driver) -> None:
+        self.drv = drv
+        self.device: list[int] = []
+        self.host: list[int] = []
+        self.modules: list[int] = []
+        self.events: list[int] = []
+
+    def alloc(self, size: int) -> int:
+        ptr = self.drv.alloc(size)
+        self.device.append(ptr)
+        return ptr
+
+    def host_alloc(self, size: int) -> int:
+        ptr = self.drv.host_alloc(size)
+        self.host.append(ptr)
+        return ptr
+
+    def event(self) -> int:
+        ev = self.drv.event()
+        self.events.append(ev)
+        return ev
+
+    def release(self) -> list[str]:
+        """Free everything; the failures (after a sticky error every call fails) as text."""
+        problems = []
+        for name, items, call in (("cuMemFree_v2", self.device, "cuMemFree_v2"),
+                                  ("cuMemFreeHost", self.host, "cuMemFreeHost"),
+                                  ("cuModuleUnload", self.modules, "cuModuleUnload"),
+                                  ("cuEventDestroy_v2", self.events, "cuEventDestroy_v2")):
+            for item in reversed(items):
+                try:
+                    self.drv.call(call, item)
+                except CudaError as exc:
+                    problems.append(f"{name}: {exc.name}")
+            items.clear()
+        return problems
+
+
+# --- what every test does first -------------------------------------------------------------------
+
+
+def device_facts(drv: Driver, ordinal: int) -> tuple[int, dict[str, Any]]:
+    dev = drv.device(ordinal)
+    facts: dict[str, Any] = {"name": drv.name(dev), "pci_bus_id": drv.pci_bus_id(dev),
+                             "total_memory": drv.total_mem(dev)}
+    facts["compute_capability"] = f"{drv.attribute(ATTR_CC_MAJOR, dev)}.{drv.attribute(ATTR_CC_MINOR, dev)}"
+    facts["sm_count"] = drv.attribute(ATTR_MULTIPROCESSOR_COUNT, dev)
+    facts["max_threads_per_sm"] = drv.attribute(ATTR_MAX_THREADS_PER_MULTIPROCESSOR, dev)
+    return dev, facts
+
+
+def kernel(drv: Driver, held: Held, name: str) -> int:
+    ptx = resources.files("doctor.kernels").joinpath(f"{name}.ptx").read_bytes()
+    module = drv.load_ptx(ptx)
+    held.modules.append(module)
+    return drv.function(module, {"saxpy": "saxpy", "copy": "copy_v4", "fma": "fma_loop"}[name])
+
+
+def timed(drv: Driver, start: int, stop: int, work: Any) -> float:
+    """Milliseconds the GPU spent on ``work`` (events on the default stream around it)."""
+    drv.call("cuEventRecord", start, None)
+    work()
+    drv.call("cuEventRecord", stop, None)
+    drv.call("cuEventSynchronize", stop)
+    return drv.elapsed_ms(start, stop)
+
+
+def saxpy_check(drv: Driver, held: Held, func: int, n: int = SAXPY_N) -> dict[str, Any]:
+    """Copy x and y in, out = 3·x + y on the GPU, copy out back; compare every element with the exact value."""
+    x = array("f", [float(i & 0xFFFF) for i in range(n)])
+    y = array("f", [float((i * 7) % 1021) for i in range(n)])
+    want = array("f", [SAXPY_A * (i & 0xFFFF) + (i * 7) % 1021 for i in range(n)])
+    nbytes = n * 4
+    d_x, d_y, d_out = held.alloc(nbytes), held.alloc(nbytes), held.alloc(nbytes)
+    drv.call("cuMemcpyHtoD_v2", d_x, x.buffer_info()[0], nbytes)
+    drv.call("cuMemcpyHtoD_v2", d_y, y.buffer_info()[0], nbytes)
+    drv.launch(func, (n + BLOCK - 1) // BLOCK, BLOCK, [ctypes.c_uint64(d_out), ctypes.c_uint64(d_x),
+                                                       ctypes.c_uint64(d_y), ctypes.c_float(SAXPY_A),
+                                                       ctypes.c_uint32(n)])
+    drv.call("cuCtxSynchronize")
+    got = array("f", bytes(n * 4))
+    drv.call("cuMemcpyDtoH_v2", got.buffer_info()[0], d_out, nbytes)
+    return compare(got, want)
+
+
+def compare(got: array, want: array) -> dict[str, Any]:
+    result: dict[str, Any] = {"elements": len(want), "wrong": 0}
+    if got == want:  # element by element, in C
+        return result
+    wrong = [i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b]
+    result["wrong"] = len(wrong)
+    result["first_wrong"] = [{"index": i, "got": got[i], "want": want[i]} for i in wrong[:5]]
+    return result
+
+
+# --- the smoke test -------------------------------------------------------------------------------
+
+
+def smoke(drv: Driver, nvml: Nvml, ordinal: int, step: Steps, opts: dict[str, Any]) -> None:
+    g = ordinal
+    step("reading the device")
+    dev, facts = device_facts(drv, ordinal)
+    emit("fact", gpu=g, data=facts)
+    handle = nvml.handle_for_bus(facts["pci_bus_id"])
+    emit("fact", gpu=g, data={"nvml_before": nvml.reading(handle)})
+    step("creating a context (cuCtxCreate_v2)")
+    ctx = drv.ctx_create(dev)
+    held = Held(drv)
+    try:
+        free, total = drv.mem_info()
+        emit("fact", gpu=g, data={"cuda_free": free, "cuda_total": total})
+        step("JIT-compiling the PTX kernels (cuModuleLoadDataEx)")
+        t0 = time.monotonic()
+        funcs = {name: kernel(drv, held, name) for name in ("saxpy", "copy", "fma")}
+        emit("fact", gpu=g, data={"jit_ms": round((time.monotonic() - t0) * 1000, 1)})
+        step("saxpy kernel: copy in, launch, copy back, compare every element")
+        emit("fact", gpu=g, data={"saxpy": saxpy_check(drv, held, funcs["saxpy"])})
+        start, stop = held.event(), held.event()
+        size = max(MIB, min(opts.get("size_mib", 256) * MIB, free // 8) // MIB * MIB)
+        step(f"host↔device bandwidth, pinned memory, {size // MIB} MiB")
+        emit("fact", gpu=g, data=transfers(drv, held, size, start, stop))
+        emit("fact", gpu=g, data={"pcie_after_copy": _pcie(nvml.reading(handle))})
+        step(f"device memory bandwidth (copy kernel, {size // MIB} MiB)")
+        emit("fact", gpu=g, data=device_copy(drv, held, funcs["copy"], size, start, stop))
+        step("FP32 throughput (FMA kernel)")
+        emit("fact", gpu=g, data=fma(drv, held, funcs["fma"], facts, opts, start, stop, nvml, handle))
+    except CudaError as exc:  # reported here: the cleanup below is a step of its own
+        emit("error", gpu=g, step=step.current, error=exc.to_dict())
+    finally:
+        step("releasing memory and destroying the context")
+        problems = held.release()
+        try:
+            drv.call("cuCtxDestroy_v2", ctx)
+        except CudaError as exc:
+            problems.append(f"cuCtxDestroy_v2: {exc.name}")
+        emit("fact", gpu=g, data={"cleanup_problems": problems, "nvml_after": nvml.reading(handle)})
+
+
+def transfers(drv: Driver, held: Held, size: int, start: int, stop: int) -> dict[str, Any]:
+    src, back = held.host_alloc(size), held.host_alloc(size)
+    pattern = bytes(range(251)) * (MIB // 251 + 1)
+    block = pattern[:MIB]
+    for off in range(0, size, MIB):  # a 251-byte period: bytes shifted by anything but a multiple of it show
+        ctypes.memmove(src + off, block, min(MIB, size - off))
+    dev = held.alloc(size)
+    h2d = min(timed(drv, start, stop, lambda: drv.call("cuMemcpyHtoD_v2", dev, src, size)) for _ in range(3))
+    d2h = min(timed(drv, start, stop, lambda: drv.call("cuMemcpyDtoH_v2", back, dev, size)) for _ in range(3))
+    intact = ctypes.string_at(back, size) == ctypes.string_at(src, size)
+    return {"copy_bytes": size, "h2d_ms": h2d, "d2h_ms": d2h, "h2d_gbs": _rate(size, h2d),
+            "d2h_gbs": _rate(size, d2h), "roundtrip_intact": intact}
+
+
+def device_copy(drv: Driver, held: Held, func: int, size: int, start: int, stop: int) -> dict[str, Any]:
+    # transfers() left the pattern in its device buffer (the last allocation) and two pinned buffers
+    src = held.device[-1]
+    dst = held.alloc(size)
+    n16 = size // 16
+    threads_grid = 1024  # blocks; the kernel's grid-stride loop covers any size
+
+    def run() -> None:
+        drv.launch(func, threads_grid, BLOCK, [ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_uint64(n16)])
+
+    ms = min(timed(drv, start, stop, run) for _ in range(3))
+    back = held.host[-1]
+    drv.call("cuMemcpyDtoH_v2", back, dst, size)
+    intact = ctypes.string_at(back, size) == ctypes.string_at(held.host[-2], size)
+    return {"device_copy_ms": ms, "device_gbs": _rate(2 * size, ms), "device_copy_intact": intact}
+
+
+def fma(drv: Driver, held: Held, func: int, facts: dict[str, Any], opts: dict[str, Any], start: int, stop: int,
+        nvml: Nvml, handle: Any) -> dict[str, Any]:
+    blocks = max(1, facts["sm_count"] * max(1, facts["max_threads_per_sm"] // BLOCK))
+    threads = blocks * BLOCK
+    out = held.alloc(threads * 4)
+
+    def run(iters: int) -> None:
+        drv.launch(func, blocks, BLOCK, [ctypes.c_uint64(out), ctypes.c_uint32(iters), ctypes.c_float(FMA_A),
+                                         ctypes.c_float(FMA_B)])
+
+    probe_iters = 256
+    ms = timed(drv, start, stop, lambda: run(probe_iters))
+    target_ms = float(opts.get("fma_ms", 200))
+    iters = int(min(FMA_MAX_ITERS, max(probe_iters, probe_iters * target_ms / ms if ms > 0 else FMA_MAX_ITERS)))
+    drv.call("cuEventRecord", start, None)
+    run(iters)
+    drv.call("cuEventRecord", stop, None)
+    during = nvml.reading(handle)  # while the kernel runs: clocks slow down under load, not at idle
+    drv.call("cuEventSynchronize", stop)
+    ms = drv.elapsed_ms(start, stop)
+    got = array("f", bytes(threads * 4))
+    drv.call("cuMemcpyDtoH_v2", got.buffer_info()[0], out, threads * 4)
+    want = array("f", [8.0 * (t & 1023) + 28.0 + 8.0 * iters for t in range(threads)])
+    flops = 64.0 * iters * threads
+    return {"fma_iters": iters, "fma_threads": threads, "fma_ms": ms,
+            "fp32_tflops": flops / (ms / 1000.0) / 1e12 if ms > 0 else None, "fma": compare(got, want),
+            "nvml_during": during}
+
+
+# --- the OOM probe --------------------------------------------------------------------------------
+
+
+def oom(drv: Driver, nvml: Nvml, ordinal: int, step: Steps, opts: dict[str, Any]) -> None:
+    g = ordinal
+    step("reading the device and the processes using it")
+    dev, facts = device_facts(drv, ordinal)
+    emit("fact", gpu=g, data=facts)
+    handle = nvml.handle_for_bus(facts["pci_bus_id"])
+    before = nvml.reading(handle)
+    emit("fact", gpu=g, data={"nvml_before": before})
+    others = (before or {}).get("processes") or []
+    if others and not opts.get("force"):
+        emit("fact", gpu=g, data={"refused": True})
+        return
+    step("creating a context (cuCtxCreate_v2)")
+    ctx = drv.ctx_create(dev)
+    held = Held(drv)
+    try:
+        free0, total = drv.mem_info()
+        emit("fact", gpu=g, data={"cuda_free": free0, "cuda_total": total, "nvml_with_context": nvml.reading(handle)})
+        step("largest single allocation (binary search)")
+        largest, calls = largest_block(drv, free0, step)
+        emit("fact", gpu=g, data={"largest_block": largest, "largest_calls": calls})
+        step("total allocatable memory (allocating until CUDA_ERROR_OUT_OF_MEMORY)")
+        total_alloc, blocks, calls2, free_full = allocate_all(drv, largest, held, step)
+        emit("fact", gpu=g, data={"total_allocatable": total_alloc, "total_blocks": blocks, "total_calls": calls2,
+                                  "cuda_free_when_full": free_full})
+        step("releasing every block")
+        problems = held.release()
+        free_after = drv.mem_info()[0]
+        emit("fact", gpu=g, data={"cuda_free_after_release": free_after, "release_problems": problems})
+        step("after the OOM: allocate, run a kernel, free")
+        func = kernel(drv, held, "saxpy")
+        check = saxpy_check(drv, held, func, n=1 << 16)
+        problems += held.release()
+        emit("fact", gpu=g, data={"recovery": check, "cuda_free_end": drv.mem_info()[0],
+                                  "release_problems": problems})
+    except CudaError as exc:
+        emit("error", gpu=g, step=step.current, error=exc.to_dict())
+    finally:
+        step("destroying the context")
+        problems = held.release()
+        try:
+            drv.call("cuCtxDestroy_v2", ctx)
+        except CudaError as exc:
+            problems.append(f"cuCtxDestroy_v2: {exc.name}")
+        emit("fact", gpu=g, data={"cleanup_problems": problems, "nvml_after": nvml.reading(handle)})
+
+
+def largest_block(drv: Driver, free: int, step: Steps) -> tuple[int, int]:
+    """The largest n·2 MiB that one cuMemAlloc_v2 grants: try all free memory, then bisect. Returns
+    (bytes, calls); at most log2(free / 2 MiB) + 2 calls (18 on an 80 GB card)."""
+    lo, hi = 0, free // GRANULE  # in pages; lo always fits (0: nothing), hi+1 never does
+    calls = 0
+    probe = hi
+    while lo < hi:
+        calls += 1
+        rc, ptr = drv.try_alloc(probe * GRANULE)
+        if rc == 0:
+            drv.free(ptr)
+            lo = probe
+        elif rc == OUT_OF_MEMORY:
+            hi = probe - 1
+        else:
+            name, text = drv.describe(rc)
+            raise CudaError("cuMemAlloc_v2", rc, name, text)
+        step(f"largest single allocation: between {lo * GRANULE // MIB} and {hi * GRANULE // MIB} MiB "
+             f"({calls} calls)", advance=False)
+        probe = (lo + hi + 1) // 2
+    return lo * GRANULE, calls
+
+
+def allocate_all(drv: Driver, largest: int, held: Held, step: Steps, max_calls: int = 4096
+                 ) -> tuple[int, int, int, int]:
+    """Allocate blocks, the largest first, halving the size at each CUDA_ERROR_OUT_OF_MEMORY down to one
+    page: the total the driver grants. Returns (bytes, blocks, calls, cuMemGetInfo free when full)."""
+    pages = largest // GRANULE
+    total = calls = 0
+    while pages >= 1 and calls < max_calls:
+        calls += 1
+        rc, ptr = drv.try_alloc(pages * GRANULE)
+        if rc == 0:
+            held.device.append(ptr)
+            total += pages * GRANULE
+            if len(held.device) % 16 == 1:
+                step(f"total allocatable: {total // MIB} MiB in {len(held.device)} blocks", advance=False)
+        elif rc == OUT_OF_MEMORY:
+            pages //= 2
+        else:
+            name, text = drv.describe(rc)
+            raise CudaError("cuMemAlloc_v2", rc, name, text)
+    return total, len(held.device), calls, drv.mem_info()[0]
+
+
+# --- main -----------------------------------------------------------------------------------------
+
+
+def _rate(nbytes: int, ms: float) -> float | None:
+    return nbytes / (ms / 1000.0) / 1e9 if ms > 0 else None
+
+
+def _pcie(reading: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not reading:
+        return None
+    return {k: reading.get(k) for k in ("pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max")}
+
+
+STEPS = {"smoke": (smoke, 9), "oom": (oom, 8)}
+
+
+def main(argv: list[str]) -> int:
+    opts = json.loads(argv[0]) if argv else {}
+    test, nsteps = STEPS[opts.get("mode", "smoke")]
+    emit("step", gpu=None, step="reading NVML", fraction=0.0)
+    nvml = Nvml()
+    emit("fact", gpu=None, data={"nvml_error": nvml.error})
+    emit("step", gpu=None, step="loading libcuda.so.1 and calling cuInit", fraction=0.0)
+    try:
+        drv = Driver()
+    except OSError as exc:
+        emit("error", gpu=None, step="loading libcuda.so.1",
+             error={"call": "dlopen", "code": None, "name": "LIBCUDA_NOT_LOADABLE", "text": str(exc)})
+        emit("done")
+        return 0
+    try:
+        emit("fact", gpu=None, data={"cuda_driver_version": drv.version(), "missing_entry_points": drv.missing})
+        drv.call("cuInit", 0)
+        count = drv.device_count()
+    except CudaError as exc:
+        emit("error", gpu=None, step="cuInit", error=exc.to_dict())
+        emit("done")
+        return 0
+    emit("fact", gpu=None, data={"device_count": count})
+    wanted = list(range(count)) if opts.get("gpus", "all") == "all" else list(opts["gpus"])
+    for pos, ordinal in enumerate(wanted):
+        if not 0 <= ordinal < count:
+            emit("error", gpu=ordinal, step="selecting the GPU",
+                 error={"call": "cuDeviceGet", "code": 101, "name": "CUDA_ERROR_INVALID_DEVICE",
+                        "text": f"no CUDA device {ordinal}: {count} visible (numbered from 0)"})
+            continue
+        step = Steps(ordinal, pos, len(wanted), nsteps)
+        try:
+            test(drv, nvml, ordinal, step, opts)
+        except CudaError as exc:
+            emit("error", gpu=ordinal, step=step.current, error=exc.to_dict())
+    with contextlib.suppress(Exception):
+        nvml.close()
+    emit("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

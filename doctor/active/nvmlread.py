@@ -1,0 +1,112 @@
+"""NVML readings around an active test (child process only): before, during and after.
+
+Each reading is a plain dict; a value NVML cannot give is None (an old driver, a GeForce card without
+ECC). GPUs are matched to CUDA devices by PCI bus id, never by index: CUDA's order (CUDA_DEVICE_ORDER,
+CUDA_VISIBLE_DEVICES) need not be NVML's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+from doctor.probes.native_child import _THROTTLE_BITS, _process_name
+
+# nvml.h: NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, _UNCORRECTED = 1; NVML_VOLATILE_ECC = 0 (since the last
+# driver load: a change during the test is an error the test itself met)
+CORRECTED, UNCORRECTED, VOLATILE = 0, 1, 0
+
+
+class Nvml:
+    def __init__(self) -> None:
+        self.n: Any = None
+        self.error: str | None = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.n = pynvml
+        except ImportError as exc:
+            self.error = f"pynvml not importable: {exc}"
+        except Exception as exc:  # pynvml.NVMLError and its dynamic subclasses: the library's own text
+            self.error = str(exc) or type(exc).__name__
+
+    def close(self) -> None:
+        if self.n is not None:
+            with contextlib.suppress(Exception):
+                self.n.nvmlShutdown()
+
+    def handle_for_bus(self, bus_id: str) -> Any:
+        """The NVML handle of the GPU at this PCI address ("0000:3B:00.0" as CUDA prints it)."""
+        if self.n is None:
+            return None
+        want = _bus_key(bus_id)
+        count = self._call(self.n.nvmlDeviceGetCount) or 0
+        for i in range(count):
+            h = self._call(self.n.nvmlDeviceGetHandleByIndex, i)
+            pci = self._call(self.n.nvmlDeviceGetPciInfo, h) if h is not None else None
+            if pci is not None and _bus_key(_text(pci.busId)) == want:
+                return h
+        return None
+
+    def reading(self, h: Any) -> dict[str, Any] | None:
+        """What NVML says of one GPU now (memory in bytes, as NVML gives it)."""
+        if self.n is None or h is None:
+            return None
+        n = self.n
+        out: dict[str, Any] = {"name": _text(self._call(n.nvmlDeviceGetName, h))}
+        mem = self._call(n.nvmlDeviceGetMemoryInfo, h)
+        out["memory_total"] = int(mem.total) if mem is not None else None
+        out["memory_used"] = int(mem.used) if mem is not None else None
+        out["memory_free"] = int(mem.free) if mem is not None else None
+        out["ecc_uncorrected"] = self._call(n.nvmlDeviceGetTotalEccErrors, h, UNCORRECTED, VOLATILE)
+        out["ecc_corrected"] = self._call(n.nvmlDeviceGetTotalEccErrors, h, CORRECTED, VOLATILE)
+        ecc_mode = self._call(n.nvmlDeviceGetEccMode, h)
+        out["ecc_enabled"] = bool(ecc_mode[0]) if ecc_mode else None
+        mask = self._call(n.nvmlDeviceGetCurrentClocksEventReasons, h)
+        if mask is None:
+            mask = self._call(n.nvmlDeviceGetCurrentClocksThrottleReasons, h)
+        out["throttle_mask"] = mask
+        out["throttle_reasons"] = [name for bit, name in _THROTTLE_BITS.items() if mask & bit] if mask is not None \
+            else None
+        out["pcie_gen"] = self._call(n.nvmlDeviceGetCurrPcieLinkGeneration, h)
+        out["pcie_width"] = self._call(n.nvmlDeviceGetCurrPcieLinkWidth, h)
+        out["pcie_gen_max"] = self._call(n.nvmlDeviceGetMaxPcieLinkGeneration, h)
+        out["pcie_width_max"] = self._call(n.nvmlDeviceGetMaxPcieLinkWidth, h)
+        out["temperature_c"] = self._call(n.nvmlDeviceGetTemperature, h, 0)
+        power = self._call(n.nvmlDeviceGetPowerUsage, h)
+        out["power_w"] = power / 1000.0 if power is not None else None
+        mig = self._call(n.nvmlDeviceGetMigMode, h)
+        out["mig_mode"] = bool(mig[0]) if mig else None
+        me = os.getpid()
+        procs = self._call(n.nvmlDeviceGetComputeRunningProcesses, h)
+        out["processes"] = None if procs is None else [
+            {"pid": p.pid, "name": _process_name(p.pid),
+             "used_bytes": int(p.usedGpuMemory) if isinstance(p.usedGpuMemory, int) and p.usedGpuMemory < 1 << 60
+             else None}
+            for p in procs if p.pid != me]
+        return out
+
+    @staticmethod
+    def _call(fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception:
+            return None
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _bus_key(bus_id: str | None) -> tuple[int, ...] | None:
+    """'00000000:3B:00.0' and '0000:3b:00.0' are the same address: (domain, bus, device, function)."""
+    if not bus_id:
+        return None
+    try:
+        domain, bus, rest = bus_id.strip().split(":")
+        dev, fn = rest.split(".")
+        return int(domain, 16), int(bus, 16), int(dev, 16), int(fn, 16)
+    except ValueError:
+        return None

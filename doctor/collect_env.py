@@ -1,0 +1,600 @@
+"""Read the output of ``python -m torch.utils.collect_env`` pasted in someone's bug report as facts v1.
+
+A maintainer triaging a report has only that text. This module turns it into the same facts snapshot
+the probes build, so the same checks judge it (``gpu-doctor check --from-collect-env FILE``).
+
+The format changed over the years and reports arrive edited by their authors, so the reader is
+lenient about layout and strict about meaning:
+
+* torch 1.x: ``Is CUDA available: Yes``, ``[pip]``/``[pip3]``/``[conda]`` package lines;
+* torch 2.x: ``ROCM used to build PyTorch``, ``Python platform``, ``CUDA_MODULE_LOADING``, ``Is XNNPACK
+  available``, ``Is XPU available``, and the ``CPU:`` block (``lscpu`` on Linux, ``wmic`` on Windows);
+* vLLM's copy: ``Key   : value`` lines in ``=====``-framed sections, plus vLLM and topology sections;
+* pasted forms: markdown block quotes (``> ``), indented code blocks, full-width colons, a warning
+  printed by torch before the report.
+
+What the report says is recorded; what it does not say stays ``None``, and ``errors[]`` says why
+(``Could not collect``, ``No CUDA``, a line missing because the paste was cut). Two facts come from
+torch's own warnings when they precede the report: the driver's CUDA version (``found version
+11040``) and the build's architecture list (``supports CUDA capabilities sm_50 …``).
+
+:func:`parse` raises :class:`CollectEnvError` (one line) for text that is not such a report and
+nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from doctor.facts import (
+    ENV_NAMES,
+    Cudnn,
+    DeepResult,
+    DriverInfo,
+    Facts,
+    Gpu,
+    HostInfo,
+    LibRef,
+    LoaderInfo,
+    ProbeError,
+    PyPackage,
+    PythonEnv,
+    Toolkit,
+)
+
+SOURCE = "collect_env"
+MAX_TEXT = 1_000_000  # a paste longer than this is cut: a report is a few kB
+ENV_EXECUTABLE = "python (collect_env)"  # the report never names the interpreter
+NVCC_ROOT = "nvcc on PATH"  # collect_env's "CUDA runtime version" is `nvcc --version`, found on PATH
+
+# Placeholders collect_env prints instead of a value; each means something different.
+NOT_COLLECTED = "could not collect"  # the command failed or the value was None
+NO_CUDA = "no cuda"  # torch saw no CUDA device and no driver, GPU or nvcc
+ABSENT = ("n/a", "none", "", "no relevant packages")
+
+# Keys as they are written, lower-cased and with runs of spaces collapsed.
+KEYS = {
+    "pytorch version": "torch_version",
+    "is debug build": "debug",
+    "cuda used to build pytorch": "torch_cuda",
+    "rocm used to build pytorch": "torch_rocm",
+    "os": "os",
+    "gcc version": "gcc",
+    "clang version": "clang",
+    "cmake version": "cmake",
+    "libc version": "libc",
+    "python version": "python",
+    "python platform": "platform",
+    "is cuda available": "cuda_available",
+    "cuda runtime version": "nvcc",
+    "cuda_module_loading set to": "module_loading",
+    "gpu models and configuration": "gpus",
+    "nvidia driver version": "driver",
+    "cudnn version": "cudnn",
+    "hip runtime version": "hip_runtime",
+    "miopen runtime version": "miopen",
+    "is xnnpack available": "xnnpack",
+    "is xpu available": "xpu",
+    "caching allocator config": "allocator",
+    "versions of relevant libraries": "libraries",
+    "version of relevant libraries": "libraries",
+    "cpu": "cpu",
+}
+# Fields whose presence marks a text as a collect_env report about CUDA.
+CORE = {"torch_version", "torch_cuda", "cuda_available", "nvcc", "gpus", "driver", "cudnn", "libraries"}
+# Blocks whose value may continue on the following lines.
+MULTILINE = {"gpus", "cudnn", "cpu", "libraries"}
+# How collect_env spells each field (for messages).
+LABELS = {
+    "torch_version": "PyTorch version", "torch_cuda": "CUDA used to build PyTorch", "gcc": "GCC version",
+    "nvcc": "CUDA runtime version", "gpus": "GPU models and configuration", "driver": "Nvidia driver version",
+    "cudnn": "cuDNN version", "libraries": "Versions of relevant libraries",
+}
+
+_KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9_ ()./-]{0,60}?)\s*[:：](?:\s+|$)(?P<value>.*)$")
+_TORCH_NO_COLON = re.compile(r"^PyTorch version\s+(?P<value>\d\S*)\s*$", re.IGNORECASE)
+_BANNER = re.compile(r"^={5,}\s*$")
+_GPU_LINE = re.compile(r"^GPU\s*(?P<index>\d+)\s*[:：]\s*(?P<name>.+?)\s*(?:\(UUID:[^)]*\))?\s*$")
+_PACKAGE_LINE = re.compile(r"^\[(?P<tool>pip3?|conda)\]\s*(?P<rest>.*)$")
+_DRIVER_TOO_OLD = re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d+)\)")
+_ARCH_WARNING = re.compile(
+    r"(?P<name>[^\n]{0,200}?) with CUDA capability sm_(?P<cc>\d+)\w* is not compatible with the current PyTorch "
+    r"installation\.\s*The current PyTorch install supports CUDA capabilities (?P<archs>[a-z_0-9 ]+?)\s*\.")
+ARCH_ANCHOR = "is not compatible with the current PyTorch installation"
+OLD_GPU_ANCHOR = "which is of cuda capability"
+_OLD_GPU_WARNING = re.compile(
+    r"Found GPU(?P<index>\d+) (?P<name>[^\n]{1,200}?) which is of cuda capability (?P<major>\d+)\.(?P<minor>\d+)\.")
+
+
+def _warnings(text: str, pattern: re.Pattern[str], anchor: str) -> list[re.Match[str]]:
+    """Matches of a warning pattern, tried only around its literal anchor (a long paste stays linear)."""
+    out: list[re.Match[str]] = []
+    start = 0
+    for _ in range(64):  # a report has a handful; a flood of them is not a report
+        at = text.find(anchor, start)
+        if at < 0:
+            break
+        m = pattern.search(text, max(0, at - 300), at + 600)
+        if m and (not out or m.start() != out[-1].start()):
+            out.append(m)
+        start = at + len(anchor)
+    return out
+
+
+class CollectEnvError(ValueError):
+    """The text is not the output of ``python -m torch.utils.collect_env`` (one-line reason)."""
+
+
+@dataclass
+class _Report:
+    """What the text says, before it becomes facts."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    blocks: dict[str, list[str]] = field(default_factory=dict)
+    packages: list[tuple[str, str]] = field(default_factory=list)  # (tool, rest of line)
+    env: dict[str, str] = field(default_factory=dict)  # vLLM's "Environment Variables" section
+    text: str = ""  # the whole paste: torch prints its warnings before (or amid) the report
+
+
+def parse(text: str) -> Facts:
+    """The facts a collect_env report states. Raises :class:`CollectEnvError` and nothing else."""
+    try:
+        return _parse(text)
+    except CollectEnvError:
+        raise
+    except Exception as exc:  # a bug here must still not become a traceback for a pasted report
+        reason = " ".join(str(exc).split())[:200]
+        raise CollectEnvError(f"could not read the report ({type(exc).__name__}: {reason}); "
+                              "please report this to gpu-doctor with the text") from None
+
+
+def _parse(text: str) -> Facts:
+    if not isinstance(text, str):
+        raise CollectEnvError("expected the report as text")
+    if text.lstrip().startswith("{"):
+        raise CollectEnvError("this is JSON, not collect_env output (a gpu-doctor snapshot goes to --facts)")
+    report = _read(text)
+    core = CORE & set(report.values)
+    if "torch_version" not in report.values and len(core) < 2:
+        raise CollectEnvError("no 'PyTorch version:' line and too few other collect_env fields: this is not the "
+                              "output of `python -m torch.utils.collect_env`")
+    return _facts(report)
+
+
+# --- reading the text ---------------------------------------------------------------------------
+
+
+def _clean_line(raw: str) -> str:
+    line = raw.replace("\t", "    ").rstrip()
+    stripped = line.lstrip()
+    while stripped.startswith(">"):  # markdown block quotes, possibly nested
+        stripped = stripped[1:].lstrip()
+    return stripped.replace("\u00a0", " ")
+
+
+def _key(raw: str) -> str | None:
+    """The field a line names, or None. Accepts vLLM's ``Key   : value`` and full-width colons."""
+    return KEYS.get(" ".join(raw.lower().split()))
+
+
+def _read(text: str) -> _Report:
+    report = _Report(text=text[:MAX_TEXT])
+    lines = [_clean_line(x) for x in report.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    current: str | None = None  # the multi-line block being read
+    section: str | None = None  # vLLM section title
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if line.startswith("```"):
+            continue
+        if _BANNER.match(line):
+            # vLLM frames section titles with ===== lines: "=====\n   CPU Info\n====="
+            if i + 1 < len(lines) and lines[i] and _BANNER.match(lines[i + 1] or ""):
+                section = " ".join(lines[i].lower().split())
+                i += 2
+                current = "cpu" if section == "cpu info" else "libraries" if "relevant libraries" in section else None
+                if current:
+                    report.blocks.setdefault(current, [])
+            continue
+        pkg = _PACKAGE_LINE.match(line)
+        if pkg:
+            report.packages.append((pkg.group("tool"), pkg.group("rest").strip()))
+            continue
+        if section == "environment variables" and "=" in line and not line.startswith("="):
+            name, _, value = line.partition("=")
+            if re.fullmatch(r"[A-Z_][A-Z0-9_]*", name.strip()):
+                report.env[name.strip()] = value.strip()
+            continue
+        if not line:
+            if current in ("gpus", "cudnn"):
+                current = None
+            continue
+        kv = _KEY_VALUE.match(line)
+        name = _key(kv.group("key")) if kv else None
+        if kv and name and (current != "cpu" or name == "libraries"):
+            if name in report.values:
+                current = None
+                continue  # a second report pasted below the first: keep the first
+            value = kv.group("value").strip()  # type: ignore[union-attr]
+            report.values[name] = value  # type: ignore[index]
+            current = name if name in MULTILINE else None
+            if current:
+                report.blocks.setdefault(current, [])
+                if value and current in ("gpus", "cudnn"):
+                    report.blocks[current].append(value)
+            continue
+        nocolon = _TORCH_NO_COLON.match(line)
+        if nocolon and "torch_version" not in report.values:
+            report.values["torch_version"] = nocolon.group("value")
+            current = None
+            continue
+        if current in ("gpus", "cudnn", "cpu", "libraries"):
+            report.blocks[current].append(line)
+    return report
+
+
+# --- values --------------------------------------------------------------------------------------
+
+
+def _state(value: str | None) -> str:
+    """known | not_collected | no_cuda | absent | missing (the line is not in the report)."""
+    if value is None:
+        return "missing"
+    low = value.strip().lower()
+    if low == NOT_COLLECTED:
+        return "not_collected"
+    if low == NO_CUDA:
+        return "no_cuda"
+    if low in ABSENT:
+        return "absent"
+    return "known"
+
+
+def _version_in(value: str | None) -> str | None:
+    """The version a value states: '12.4.131' from 'V12.4.131', '550.54.15', '11.4.0' from a gcc line."""
+    if not value:
+        return None
+    found = re.findall(r"(?<![\w.])v?(\d+(?:\.\d+)+)", value)
+    return found[-1] if found else None
+
+
+def _major_minor(version: str | None) -> str | None:
+    parts = (version or "").split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 and all(p.isdigit() for p in parts[:2]) else None
+
+
+OS_IDS = (
+    (r"ubuntu", "ubuntu"), (r"debian", "debian"), (r"red hat|rhel", "rhel"), (r"centos", "centos"),
+    (r"rocky", "rocky"), (r"almalinux", "almalinux"), (r"fedora", "fedora"), (r"amazon linux", "amzn"),
+    (r"opensuse|suse", "sles"), (r"arch linux", "arch"), (r"linux mint", "linuxmint"),
+    (r"microsoft windows|^windows", "windows"), (r"mac ?os|mac osx|os x", "macos"),
+)
+
+
+def _host(report: _Report, facts: _Facts) -> HostInfo:
+    v = report.values
+    os_value = v.get("os") if _state(v.get("os")) == "known" else None
+    arch = None
+    pretty = os_value
+    if os_value:
+        m = re.match(r"^(?P<name>.*?)\s*\((?P<arch>x86_64|aarch64|arm64|ppc64le|s390x|i386|AMD64|x86)\)\s*$", os_value)
+        if m:
+            pretty, arch = m.group("name"), m.group("arch")
+        facts.source("host.os_pretty", "OS")
+    os_id = None
+    if pretty:
+        for pattern, ident in OS_IDS:
+            if re.search(pattern, pretty, re.IGNORECASE):
+                os_id = ident
+                break
+    os_version = None
+    if pretty and os_id:
+        found = re.search(r"(?<![\w.])(\d+(?:\.\d+)?)", pretty)
+        os_version = found.group(1) if found else None
+    platform = v.get("platform") if _state(v.get("platform")) == "known" else None
+    kernel = wsl = None
+    if platform:
+        m = re.match(r"^Linux-(?P<kernel>.+?)-(?P<arch>x86_64|aarch64|ppc64le|s390x)-with", platform)
+        if m:
+            kernel, arch = m.group("kernel"), arch or m.group("arch")
+            facts.source("host.kernel", "Python platform")
+        wsl = "microsoft" in platform.lower() or "wsl" in platform.lower()
+        facts.source("host.wsl", "Python platform")
+    glibc = None
+    libc = v.get("libc")
+    if libc and libc.lower().startswith("glibc-"):
+        glibc = libc.split("-", 1)[1]
+        facts.source("host.glibc", "Libc version")
+    gcc = _version_in(v.get("gcc")) if _state(v.get("gcc")) == "known" else None
+    if gcc:
+        facts.source("host.gcc", "GCC version")
+    facts.unknown("gcc", v.get("gcc"))
+    return HostInfo(os_id=os_id, os_version=os_version, os_pretty=pretty, kernel=kernel, arch=arch, glibc=glibc,
+                    gcc=gcc, wsl=wsl)
+
+
+# --- the facts under construction ---------------------------------------------------------------
+
+
+@dataclass
+class _Facts:
+    errors: list[ProbeError] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def source(self, fact: str, line: str) -> None:
+        self.sources.setdefault(fact, f"{SOURCE}:{line}")
+
+    def note(self, reason: str, probe: str = SOURCE) -> None:
+        if not any(e.probe == probe and e.reason == reason for e in self.errors):
+            self.errors.append(ProbeError(probe=probe, reason=reason))
+
+    def unknown(self, name: str, value: str | None) -> None:
+        """Record why a field told us nothing."""
+        label = LABELS.get(name, name)
+        state = _state(value)
+        if state == "missing":
+            self.note(f"the report has no '{label}' line (cut off, or an older collect_env)", f"{SOURCE}:{label}")
+        elif state == "not_collected":
+            self.note(f"the report says '{label}: Could not collect'", f"{SOURCE}:{label}")
+        elif state == "no_cuda":
+            self.note(f"the report says '{label}: No CUDA' (torch found no CUDA driver, GPU or nvcc)",
+                      f"{SOURCE}:{label}")
+
+
+def _facts(report: _Report) -> Facts:
+    f = _Facts()
+    host = _host(report, f)
+    macos = host.os_id == "macos"
+    rocm = _rocm_build(report)
+    driver = _driver(report, f, macos, rocm)
+    gpus = _gpus(report, f, rocm)
+    toolkits, nvcc = _toolkit(report, f)
+    cudnn = _cudnn(report, f)
+    env = _python_env(report, f, rocm)
+    cudnn += [Cudnn(version=p.version, location=f"{env.executable} [{p.name}]", source="pip")
+              for p in env.packages if re.fullmatch(r"nvidia-cudnn-cu\d+", p.name) and p.version]
+    cudnn += [Cudnn(version=p.version, location=f"{env.executable} [conda {p.name}]", source="conda")
+              for p in env.packages if p.name == "cudnn" and p.version]
+    f.note("collect_env does not report the kernel module, the libraries the loader finds, LD_LIBRARY_PATH, "
+           "CUDA_VISIBLE_DEVICES or whether it ran in a container: checks that need them judge from what is known")
+    return Facts(
+        host=host,
+        driver=driver,
+        gpus=gpus,
+        toolkits=toolkits,
+        loader=LoaderInfo(nvcc_on_path=nvcc),
+        cudnn=cudnn,
+        python_envs=[env],
+        env={k: report.env[k] for k in sorted(report.env) if k in ENV_NAMES},
+        errors=f.errors,
+        sources=f.sources,
+    )
+
+
+def _rocm_build(report: _Report) -> bool:
+    rocm = report.values.get("torch_rocm")
+    hip = report.values.get("hip_runtime")
+    return (_state(rocm) == "known" and _version_in(rocm) is not None) or (
+        _state(hip) == "known" and _version_in(hip) is not None and _state(report.values.get("torch_cuda")) != "known")
+
+
+def _driver(report: _Report, f: _Facts, macos: bool, rocm: bool) -> DriverInfo:
+    value = report.values.get("driver")
+    userspace = None
+    if _state(value) == "known":
+        version = _version_in(value)
+        if macos:
+            # On macOS collect_env reports the CUDA kext (com.nvidia.CUDA) version, not a display driver.
+            f.note(f"on macOS 'Nvidia driver version: {value}' is the CUDA driver kext version, not an NVIDIA "
+                   "display driver version", f"{SOURCE}:Nvidia driver version")
+        elif version and re.fullmatch(r"\d{3,}(\.\d+){1,2}", version):
+            userspace = version
+            f.source("driver.userspace", "Nvidia driver version")
+        else:
+            f.note(f"'Nvidia driver version: {value}' is not a driver version", f"{SOURCE}:Nvidia driver version")
+    elif not rocm:
+        f.unknown("driver", value)
+    api = None
+    m = _DRIVER_TOO_OLD.search(report.text)
+    if m:
+        n = int(m.group("v"))
+        if 1000 <= n < 100_000:
+            api = f"{n // 1000}.{(n % 1000) // 10}"
+            f.source("driver.cuda_driver_api", f"torch warning 'driver on your system is too old (found version {n})'")
+    return DriverInfo(userspace=userspace, cuda_driver_api=api)
+
+
+def _gpu_names(report: _Report) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    for line in report.blocks.get("gpus", []):
+        m = _GPU_LINE.match(line)
+        if m:
+            out.append((int(m.group("index")), m.group("name").strip()))
+    if not out:
+        value = report.values.get("gpus")
+        if _state(value) == "known" and value and not _GPU_LINE.match(value):
+            out.append((0, value.strip()))  # macOS and ROCm print one bare name
+    return out
+
+
+def _gpus(report: _Report, f: _Facts, rocm: bool) -> list[Gpu]:
+    names = _gpu_names(report)
+    if rocm:
+        if names:
+            f.note(f"a ROCm build of PyTorch: the GPU(s) listed ({', '.join(n for _i, n in names)}) are AMD GPUs, "
+                   "outside what gpu-doctor checks", f"{SOURCE}:GPU models and configuration")
+        return []
+    if not names:
+        f.unknown("gpus", report.values.get("gpus"))
+        return []
+    ccs: dict[str, str] = {}
+    for m in _warnings(report.text, _ARCH_WARNING, ARCH_ANCHOR):
+        cc = m.group("cc")
+        ccs[_gpu_key(m.group("name"))] = f"{cc[:-1]}.{cc[-1]}"
+    for m in _warnings(report.text, _OLD_GPU_WARNING, OLD_GPU_ANCHOR):
+        ccs[_gpu_key(m.group("name"))] = f"{m.group('major')}.{m.group('minor')}"
+    gpus = []
+    for index, name in names:
+        cc = ccs.get(_gpu_key(name))
+        if cc:
+            f.source(f"gpus[{index}].compute_capability", "torch warning 'with CUDA capability sm_NN'")
+        gpus.append(Gpu(index=index, name=name, compute_capability=cc, source=SOURCE))
+    f.source("gpus", "GPU models and configuration")
+    return gpus
+
+
+def _gpu_key(name: str) -> str:
+    name = name.strip().split("\n")[-1]
+    return " ".join(name.lower().replace("nvidia", "").split())
+
+
+def _toolkit(report: _Report, f: _Facts) -> tuple[list[Toolkit], LibRef | None]:
+    value = report.values.get("nvcc")
+    version = _version_in(value) if _state(value) == "known" else None
+    if not version:
+        f.unknown("nvcc", value)
+        return [], None
+    f.source("toolkits", "CUDA runtime version")
+    f.source("loader.nvcc_on_path", "CUDA runtime version")
+    return ([Toolkit(root=NVCC_ROOT, version=_major_minor(version), nvcc_version=version, source=SOURCE)],
+            LibRef(path="nvcc", version=version))
+
+
+_CUDNN_FILE = re.compile(
+    r"(?:^|[\\/])(?:lib)?cudnn(?P<sub>_[a-z_]+)?"
+    r"(?:64_(?P<win>\d+)\.dll|\.so\.(?P<so>\d+(?:\.\d+)*)|(?:\.(?P<dy>\d+(?:\.\d+)*))?\.dylib)\s*$", re.IGNORECASE)
+
+
+def _cudnn(report: _Report, f: _Facts) -> list[Cudnn]:
+    value = report.values.get("cudnn")
+    if _state(value) != "known":
+        f.unknown("cudnn", value)
+        return []
+    found: dict[str | None, Cudnn] = {}
+    for line in report.blocks.get("cudnn", []):
+        path = line.strip()
+        m = _CUDNN_FILE.search(path)
+        if not m:
+            continue
+        version = m.group("so") or m.group("win") or m.group("dy")
+        if version not in found or not m.group("sub"):  # name the main library where it is listed
+            found[version] = Cudnn(version=version, location=path, source="library")
+    if found:
+        f.source("cudnn", "cuDNN version")
+    return list(found.values())
+
+
+# --- the Python environment ---------------------------------------------------------------------
+
+
+def _python_env(report: _Report, f: _Facts, rocm: bool) -> PythonEnv:
+    from doctor.probes.pyenvs import packages_from_raw
+
+    raw = _raw_packages(report)
+    torch = _torch(report, f, rocm)
+    if torch is not None:
+        raw = [p for p in raw if p.get("name") != "torch"]
+    packages = packages_from_raw(raw)
+    if torch is not None:
+        cudnn_wheel = next((p.version for p in packages if re.fullmatch(r"nvidia-cudnn-cu\d+", p.name)), None)
+        conda = next((p for p in _conda_rows(report) if p["name"] == "pytorch"), None)
+        torch_cudnn = cudnn_wheel or (conda or {}).get("cudnn")
+        if torch_cudnn:
+            torch = replace(torch, cudnn=torch_cudnn)
+        packages = sorted([*packages, torch], key=lambda p: p.name)
+    elif any(p.name == "torch" for p in packages):
+        f.source("python_envs.packages", "Versions of relevant libraries")
+    if report.packages:
+        f.source("python_envs.packages", "Versions of relevant libraries")
+    else:
+        f.unknown("libraries", report.values.get("libraries"))
+    python = report.values.get("python")
+    # "3.12.9 | packaged by Anaconda, Inc. | (main, …) [GCC 11.2.0]": the first version is Python's
+    m = re.match(r"^(\d+\.\d+(?:\.\d+)?\w*)", (python or "").strip()) if _state(python) == "known" else None
+    version = m.group(1) if m else None
+    if version:
+        f.source("python_envs.version", "Python version")
+    return PythonEnv(executable=ENV_EXECUTABLE, version=version, origin=SOURCE, packages=packages)
+
+
+def _torch(report: _Report, f: _Facts, rocm: bool) -> PyPackage | None:
+    value = report.values.get("torch_version")
+    if _state(value) != "known" or not value or not re.match(r"^\d", value.strip()):
+        f.unknown("torch_version", value)
+        if _state(value) == "absent":
+            f.note("the report says 'PyTorch version: N/A': torch could not be imported", f"{SOURCE}:PyTorch version")
+        return None
+    version = value.split()[0]
+    local = version.split("+", 1)[1] if "+" in version else ""
+    built = report.values.get("torch_cuda")
+    # torch.version.cuda is "12.1"; old conda builds said "10.1.243": the matrix keys builds by major.minor
+    cuda = _major_minor(_version_in(built)) if _state(built) == "known" else None
+    cpu_only: bool | None
+    if rocm:
+        cpu_only, cuda = False, None
+    elif local == "cpu":
+        cpu_only = True
+    elif cuda:
+        cpu_only = False
+    elif _state(built) in ("not_collected", "absent") and (built or "").strip().lower() != "n/a":
+        cpu_only = True  # collect_env prints torch.version.cuda; None ("None"/"Could not collect") = no CUDA
+    elif local == "xpu":
+        cpu_only = True
+    else:
+        cpu_only = None
+        f.unknown("torch_cuda", built)
+    available = {"true": True, "yes": True, "false": False, "no": False}.get(
+        (report.values.get("cuda_available") or "").strip().lower())
+    arch = None
+    m = next(iter(_warnings(report.text, _ARCH_WARNING, ARCH_ANCHOR)), None)
+    if m:
+        arch = m.group("archs").split()
+        f.source("python_envs.packages.torch.arch_list", "torch warning 'The current PyTorch install supports "
+                 "CUDA capabilities'")
+    f.source("python_envs.packages", "PyTorch version / CUDA used to build PyTorch")
+    # collect_env imported torch: what it answered is what --deep records
+    deep = DeepResult(is_available=available, cuda=cuda, arch_list=arch) if available is not None or arch else None
+    return PyPackage(name="torch", version=version, cuda=cuda, cpu_only=cpu_only, arch_list=arch, deep=deep)
+
+
+def _conda_rows(report: _Report) -> list[dict[str, Any]]:
+    out = []
+    for tool, rest in report.packages:
+        if tool != "conda":
+            continue
+        parts = rest.split()
+        if len(parts) < 2 or not re.match(r"^\d", parts[1]):
+            continue
+        name = "torch" if parts[0] == "pytorch" else parts[0]
+        row: dict[str, Any] = {"name": parts[0] if parts[0] == "pytorch" else name, "version": parts[1]}
+        build = parts[2] if len(parts) > 2 else ""
+        m = re.search(r"cuda(\d+(?:\.\d+)*)", build)
+        row["cuda"] = m.group(1) if m else None
+        m = re.search(r"cudnn(\d+(?:\.\d+)*)", build)
+        row["cudnn"] = m.group(1) if m else None
+        row["cpu"] = bool(re.search(r"(^|_)cpu(_|$)", build))
+        out.append(row)
+    return out
+
+
+def _raw_packages(report: _Report) -> list[dict[str, Any]]:
+    """[pip]/[conda] lines as the raw rows packages_from_raw takes; pip wins over conda for a name."""
+    rows: dict[str, dict[str, Any]] = {}
+    for tool, rest in report.packages:
+        if tool == "conda":
+            continue
+        m = re.match(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*(?P<version>\S+)|@\s*\S+|\s*$)", rest)
+        if m:
+            name = m.group("name").lower().replace("_", "-")
+            rows.setdefault(name, {"name": name, "version": m.group("version")})
+    for row in _conda_rows(report):
+        name = "torch" if row["name"] == "pytorch" else row["name"].lower().replace("_", "-")
+        if name not in rows:
+            version = row["version"]
+            if name == "torch" and row["cpu"]:
+                version = f"{version}+cpu"  # conda's CPU build, spelled as the wheel's local tag
+            rows[name] = {"name": name, "version": version}
+    return list(rows.values())

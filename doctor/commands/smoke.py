@@ -1,0 +1,167 @@
+"""`gpu-doctor smoke` and `gpu-doctor oom`: run something on the GPU and report what happened.
+
+Both print the same report as `check` (text or JSON, schema gpu-doctor.report/v1, the findings of the
+test instead of the checks' ones, plus an ``active`` key with the raw measurements) and show progress
+on stderr. Exit codes as everywhere: 1 when a finding fails (with --strict: or warns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError, positive_seconds
+
+FRAMEWORKS = ("torch", "tensorflow", "jax", "cupy")
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    if name == "smoke":
+        p.description = (
+            "Run a smoke test on each GPU through the CUDA driver API, no framework needed: create a context, "
+            "JIT-compile PTX kernels, copy data in, run them, copy back and check every element; measure host↔device "
+            "and device memory bandwidth and FP32 throughput against the GPU's specification; compare ECC counters "
+            "and slowdown reasons before and after. With --framework, run a matrix product (and a cuDNN "
+            "convolution / cuBLAS call) in each framework of the target Python environment instead.")
+    else:
+        p.description = (
+            "Find the largest single allocation and the total memory a program can really get on each GPU, "
+            "explain the gap to what NVML reports, and prove the context still works after running out of memory. "
+            "Takes all free memory of the GPU for a few seconds: refuses to run where other processes compute, "
+            "unless --force.")
+    p.add_argument("--gpu", default="all", metavar="N|all",
+                   help="the GPU to test: its CUDA number (PCI order, like nvidia-smi, unless CUDA_DEVICE_ORDER is "
+                   "set; among the CUDA_VISIBLE_DEVICES ones), or all (default)")
+    out = p.add_argument_group("output")
+    out.add_argument("--format", choices=("text", "json"), default=None, help="text (default) or json")
+    out.add_argument("--json", action="store_true", help="the same as --format json")
+    out.add_argument("-v", "--verbose", action="store_true", help="evidence and sources under each line")
+    out.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    out.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SEC",
+                   help="watchdog: a step that reports nothing for SEC seconds is a hang (gpu.hang), and the test "
+                   "process is killed (default: 30; with --framework the limit of each framework's run, default "
+                   "120)")
+    if name == "smoke":
+        p.add_argument("--level", type=int, choices=(1, 3), default=1,
+                       help="1 (default): the driver-API smoke test; 3: also hand a long stress test to gpu-burn when "
+                       "it is on PATH (its verdict is read from its output: it exits 0 even for a FAULTY GPU)")
+        p.add_argument("--burn-seconds", type=int, default=60, metavar="SEC", help="with --level 3: gpu-burn's "
+                       "duration (default 60)")
+        p.add_argument("--size-mib", type=int, default=256, metavar="MIB",
+                       help="buffer size of the bandwidth measurements (default 256; at most an eighth of free memory)")
+        fw = p.add_argument_group("frameworks")
+        fw.add_argument("--framework", choices=(*FRAMEWORKS, "all"),
+                        help="test this framework (or all installed ones) in the target Python environment instead")
+        fw.add_argument("--python", metavar="PATH", action="append", default=[],
+                        help="with --framework: the interpreter or environment directory (repeatable; default: the "
+                        "active environment, as `check` finds it)")
+    else:
+        p.add_argument("--force", action="store_true",
+                       help="run even where other processes use the GPU (they may fail with out-of-memory meanwhile)")
+
+
+def run(name: str, args: argparse.Namespace) -> int:
+    gpus = _gpus(args.gpu)
+    if name == "smoke" and args.framework:
+        if args.gpu != "all":
+            raise UsageError("--gpu applies to the driver smoke test; with --framework each framework uses its GPU 0")
+        return _report(name, args, _framework_events(args))
+    if name == "smoke" and args.python:
+        raise UsageError("--python selects the environment for --framework")
+    if name == "smoke" and not 1 <= args.size_mib <= 65536:
+        raise UsageError(f"--size-mib {args.size_mib}: between 1 and 65536")
+    from doctor.active.gpu import DEFAULT_TIMEOUT, Options, oom_events, smoke_events
+
+    opts = Options(gpus=gpus, timeout=args.timeout or DEFAULT_TIMEOUT, force=getattr(args, "force", False),
+                   size_mib=getattr(args, "size_mib", 256))
+    if name == "oom":
+        return _report(name, args, oom_events(opts))
+    if args.level == 3:
+        from doctor.active.heavy import burn_events
+        from doctor.host import Host
+
+        if not 1 <= args.burn_seconds <= 86400:
+            raise UsageError(f"--burn-seconds {args.burn_seconds}: between 1 and 86400")
+        return _report(name, args, _chain(smoke_events(opts), burn_events(Host(), args.burn_seconds)))
+    return _report(name, args, smoke_events(opts))
+
+
+def _chain(*tests: Any) -> Any:
+    """Several tests as one: their progress in turn, then one outcome with all the findings."""
+    from doctor.active.events import Outcome
+    from doctor.active.gpu import status_of
+
+    findings: list[Any] = []
+    results: dict[str, Any] = {}
+    summaries = []
+    for test in tests:
+        for ev in test:
+            if isinstance(ev, Outcome):
+                findings += ev.findings
+                results.update(ev.results)
+                summaries.append(ev.summary)
+            else:
+                yield ev
+    yield Outcome(status_of(findings), "; ".join(summaries), findings, results)
+
+
+def _gpus(text: str) -> Any:
+    if text == "all":
+        return "all"
+    try:
+        n = int(text)
+    except ValueError:
+        raise UsageError(f"--gpu {text!r}: a GPU number (0, 1, …) or all") from None
+    if n < 0:
+        raise UsageError(f"--gpu {text}: GPU numbers start at 0")
+    return [n]
+
+
+def _framework_events(args: argparse.Namespace) -> Any:
+    from doctor.active.frameworks import DEFAULT_TIMEOUT, framework_events
+    from doctor.host import Host
+    from doctor.probes.pyenvs import target_pythons
+
+    host = Host()
+    for p in args.python:
+        if not host.path(p).exists():
+            raise UsageError(f"--python {p}: no such interpreter or environment")
+    targets = target_pythons(host, args.python)
+    if not targets:
+        raise UsageError("no Python environment to test: give --python PATH")
+    which = FRAMEWORKS if args.framework == "all" else (args.framework,)
+    return framework_events([exe for exe, _origin in targets], which, args.timeout or DEFAULT_TIMEOUT,
+                            only_installed=args.framework == "all")
+
+
+def _report(name: str, args: argparse.Namespace, events: Any) -> int:
+    from doctor.active.events import StderrProgress, last_outcome
+    from doctor.commands.check import render_report
+    from doctor.engine import CheckResult, Report
+    from doctor.host import Host
+    from doctor.probes import collect
+
+    outcome = last_outcome(events, StderrProgress(quiet=args.quiet))
+    # The facts go into the report so it is the same document as `check --json`; they are collected after
+    # the test, so a GPU the test broke shows as broken.
+    facts = collect(Host(timeout=5.0))
+    area = outcome.findings[0].area if outcome.findings else name
+    from doctor.matrix import current
+
+    report = Report(facts=facts, findings=outcome.findings,
+                    checks=[CheckResult(name, area, outcome.summary, outcome.status)], matrix=current().describe())
+    fmt = "json" if args.json else (args.format or "text")
+    if fmt == "json":
+        import json
+
+        doc = report.to_dict()
+        doc["active"] = {"test": name if not getattr(args, "framework", None) else "smoke --framework",
+                         "summary": outcome.summary, "results": outcome.results}
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict))
+    if report.status == "fail" or (args.strict and report.status == "warn"):
+        return EXIT_FAIL
+    return EXIT_OK

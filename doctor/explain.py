@@ -1,0 +1,290 @@
+"""`explain`: recognise a pasted error message and say which of its causes applies on a machine.
+
+The signatures are reviewed data (``compat/errors.toml``, loaded with the matrix): a pattern, the
+problem, its causes — each named by the gpu-doctor check that can tell whether it applies — the fix
+and the source that defines the message. Given facts (this machine, a snapshot, a collect_env
+report), the checks of the matched causes run through :func:`doctor.engine.diagnose`, and each
+cause is judged by its check: a problem found means the cause applies, a clean result rules it out.
+
+Pure: no probing, no printing. :func:`render_text` and :func:`to_dict` are the two renderings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from doctor.facts import Facts
+
+EXPLAIN_SCHEMA = "gpu-doctor.explain/v1"
+MAX_TEXT = 1_000_000  # a pasted log longer than this is cut: the patterns only need the error lines
+UNCHECKED = "unchecked."
+
+# How a cause stands on the machine, from its check's result.
+APPLIES, RULED_OUT, NOT_APPLICABLE, UNKNOWN, NOT_CHECKED = (
+    "applies", "ruled_out", "not_applicable", "unknown", "not_checked")
+
+
+@dataclass(frozen=True)
+class Cause:
+    code: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    pattern: re.Pattern[str]
+    title: str
+    causes: tuple[Cause, ...]
+    fix: str
+    source: str
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CauseVerdict:
+    code: str
+    text: str
+    status: str
+    reason: str | None = None
+    finding: dict[str, Any] | None = None  # the check's worst finding, when it ran
+
+
+@dataclass(frozen=True)
+class Explanation:
+    signature: Signature
+    matched: str  # the line of the pasted text that matched
+    causes: list[CauseVerdict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the message itself says, decoded
+
+    @property
+    def applies(self) -> list[CauseVerdict]:
+        return [c for c in self.causes if c.status == APPLIES]
+
+
+def signatures(rows: list[dict[str, Any]] | None = None) -> list[Signature]:
+    """The reviewed signatures, in file order; a row that does not compile is left out (the tests forbid it)."""
+    if rows is None:
+        return list(_bundled())
+    return [s for s in (_signature(r) for r in rows) if s is not None]
+
+
+@cache
+def _bundled() -> tuple[Signature, ...]:
+    from doctor.matrix import bundled
+
+    return tuple(signatures(bundled().rows("errors", "signature")))
+
+
+def _signature(row: dict[str, Any]) -> Signature | None:
+    try:
+        pattern = re.compile(str(row["pattern"]))
+        causes = tuple(Cause(str(c["code"]), str(c["text"])) for c in row.get("causes", []))
+        return Signature(id=str(row["id"]), pattern=pattern, title=str(row["title"]), causes=causes,
+                         fix=str(row.get("fix", "")), source=str(row.get("source", "")),
+                         examples=tuple(str(e) for e in row.get("examples", [])))
+    except (KeyError, TypeError, re.error):
+        return None
+
+
+def match(text: str, sigs: list[Signature] | None = None) -> list[tuple[Signature, str]]:
+    """Every signature found in the text with the line it matched, in the order the text shows them."""
+    text = text[:MAX_TEXT]
+    found = []
+    for order, sig in enumerate(sigs if sigs is not None else signatures()):
+        m = sig.pattern.search(text)
+        if m:
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            line = text[start:end if end >= 0 else len(text)].strip()
+            found.append((m.start(), order, sig, line[:400]))
+    found.sort(key=lambda x: (x[0], x[1]))
+    return [(sig, line) for _pos, _order, sig, line in found]
+
+
+def explain(text: str, facts: Facts | None = None, sigs: list[Signature] | None = None,
+            ctx: Any = None) -> list[Explanation]:
+    """The signatures in the text, each cause judged on ``facts`` (None: listed, not judged)."""
+    matched = match(text, sigs)
+    results: dict[str, tuple[str, str | None, list[Any]]] = {}
+    if facts is not None and matched:
+        results = _run_checks(facts, {c.code for sig, _line in matched for c in sig.causes}, ctx)
+    out = []
+    for sig, line in matched:
+        verdicts = [_verdict(c, results, facts is not None) for c in sig.causes]
+        out.append(Explanation(signature=sig, matched=line, causes=verdicts, notes=_notes(sig, text)))
+    return out
+
+
+def _run_checks(facts: Facts, codes: set[str], ctx: Any) -> dict[str, tuple[str, str | None, list[Any]]]:
+    from doctor.checks import REGISTRY
+    from doctor.engine import diagnose
+
+    checks = [c for c in REGISTRY if c.id in codes]  # registry order, each check once
+    report = diagnose(facts, checks=checks, ctx=ctx)
+    out = {}
+    for res in report.checks:
+        out[res.id] = (res.status, res.reason, [f for f in report.findings if f.check == res.id])
+    return out
+
+
+SEVERITY = {"fail": 3, "warn": 2, "info": 1, "ok": 0}
+
+
+def _verdict(cause: Cause, results: dict[str, tuple[str, str | None, list[Any]]], judged: bool) -> CauseVerdict:
+    if cause.code.startswith(UNCHECKED):
+        return CauseVerdict(cause.code, cause.text, NOT_CHECKED, "no fact gpu-doctor collects shows this")
+    if not judged:
+        return CauseVerdict(cause.code, cause.text, NOT_CHECKED, "no machine was inspected")
+    if cause.code not in results:
+        return CauseVerdict(cause.code, cause.text, UNKNOWN, f"no check named {cause.code}")
+    status, reason, findings = results[cause.code]
+    worst = max(findings, key=lambda f: SEVERITY.get(f.severity, 0), default=None)
+    finding = worst.to_dict() if worst is not None else None
+    if status in ("fail", "warn"):
+        return CauseVerdict(cause.code, cause.text, APPLIES, None, finding)
+    if status in ("ok", "info"):
+        return CauseVerdict(cause.code, cause.text, RULED_OUT, None, finding)
+    if status == "not_applicable":
+        return CauseVerdict(cause.code, cause.text, NOT_APPLICABLE, reason)
+    if status == "crashed":
+        return CauseVerdict(cause.code, cause.text, UNKNOWN, f"the check crashed: {reason}", finding)
+    return CauseVerdict(cause.code, cause.text, UNKNOWN, reason)
+
+
+# --- what the message itself says ---------------------------------------------------------------
+
+_SIZE = r"([\d.]+) (B|bytes|KiB|MiB|GiB|TiB)"
+_OOM_NEW = re.compile(rf"Tried to allocate {_SIZE}\. GPU (\d+) has a total capac\w* of {_SIZE} of which {_SIZE} is "
+                      rf"free\.(?: Including non-PyTorch memory, this process has {_SIZE} memory in use\.)?")
+_OOM_OLD = re.compile(rf"Tried to allocate {_SIZE} \(GPU (\d+); {_SIZE} total capacity; {_SIZE} already allocated; "
+                      rf"{_SIZE} free; {_SIZE} reserved in total by PyTorch\)")
+_UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _gib(number: str, unit: str) -> float:
+    try:
+        return float(number) * _UNITS[unit] / 2**30
+    except ValueError:
+        return 0.0
+
+
+def _size(gib: float) -> str:
+    return f"{gib:.2f} GiB" if gib >= 1 else f"{gib * 1024:.0f} MiB"
+
+
+def _notes(sig: Signature, text: str) -> list[str]:
+    text = text[:MAX_TEXT]
+    notes = []
+    if sig.id == "torch.out_of_memory":
+        notes += _oom_notes(text)
+    m = sig.pattern.search(text)
+    groups = m.groupdict() if m else {}
+    if sig.id == "torch.driver_too_old" and groups.get("found"):
+        n = int(groups["found"])
+        notes.append(f"'found version {n}' is the driver's CUDA version: {n // 1000}.{(n % 1000) // 10}; the torch "
+                     "build needs a newer one.")
+    if sig.id == "torch.arch_not_compatible" and groups.get("cc"):
+        cc = groups["cc"]
+        notes.append(f"The GPU is compute capability {cc[:-1]}.{cc[-1]} (sm_{cc}).")
+    if sig.id == "jax.library_older_than_build" and groups.get("lib"):
+        notes.append(f"JAX needs {groups['lib']} ≥ {groups['built']}; the one it loaded is {groups['found']}.")
+    if sig.id == "container.cuda_requirement" and groups.get("cuda"):
+        notes.append(f"The image requires a driver that supports CUDA {groups['cuda']} (nvidia-smi's 'CUDA Version' "
+                     "on the host must be at least that).")
+    return notes
+
+
+def _oom_notes(text: str) -> list[str]:
+    m = _OOM_NEW.search(text)
+    if m:
+        want, gpu, total, free = _gib(*m.group(1, 2)), m.group(3), _gib(*m.group(4, 5)), _gib(*m.group(6, 7))
+        note = f"GPU {gpu}: {_size(total)} in total, {_size(free)} free, {_size(want)} requested."
+        if m.group(8):
+            mine = _gib(*m.group(8, 9))
+            others = max(total - free - mine, 0.0)
+            note += f" This process holds {_size(mine)}; other processes hold about {_size(others)}"
+            note += (": they take a large share — free them first." if others > max(1.0, 0.1 * total)
+                     else ": the memory is this program's own — the workload is too large for the GPU.")
+        return [note]
+    m = _OOM_OLD.search(text)
+    if m:
+        want, gpu, total = _gib(*m.group(1, 2)), m.group(3), _gib(*m.group(4, 5))
+        allocated, free, reserved = _gib(*m.group(6, 7)), _gib(*m.group(8, 9)), _gib(*m.group(10, 11))
+        others = max(total - free - reserved, 0.0)
+        note = (f"GPU {gpu}: {_size(total)} in total, {_size(free)} free, {_size(want)} requested; PyTorch "
+                f"reserved {_size(reserved)} ({_size(allocated)} allocated); about {_size(others)} is held "
+                "outside PyTorch (other processes, the CUDA context).")
+        return [note]
+    return []
+
+
+# --- renderings ---------------------------------------------------------------------------------
+
+
+def to_dict(explanations: list[Explanation], facts_from: str | None) -> dict[str, Any]:
+    return {
+        "schema": EXPLAIN_SCHEMA,
+        "matched": bool(explanations),
+        "facts_from": facts_from,
+        "matches": [
+            {
+                "id": e.signature.id,
+                "title": e.signature.title,
+                "matched_text": e.matched,
+                "applies": [c.code for c in e.applies],
+                "causes": [c.__dict__ for c in e.causes],
+                "notes": e.notes,
+                "fix": e.signature.fix,
+                "source": e.signature.source,
+            }
+            for e in explanations
+        ],
+    }
+
+
+MARKS = {APPLIES: "✗", RULED_OUT: "✓", NOT_APPLICABLE: "–", UNKNOWN: "?", NOT_CHECKED: "·"}
+WORDS = {APPLIES: "applies here", RULED_OUT: "ruled out", NOT_APPLICABLE: "does not apply",
+         UNKNOWN: "unknown", NOT_CHECKED: "not checked"}
+
+
+def render_text(explanations: list[Explanation], facts_from: str | None) -> str:
+    if not explanations:
+        return ("No known error signature matches this text.\n"
+                "`gpu-doctor explain --list` shows the messages gpu-doctor knows; `gpu-doctor check` inspects "
+                "the whole machine.\n")
+    lines: list[str] = []
+    for e in explanations:
+        sig = e.signature
+        lines += [f"{sig.title}  [{sig.id}]", f"  matched: {e.matched}"]
+        lines += [f"  {n}" for n in e.notes]
+        applies = e.applies
+        if facts_from is None:
+            lines.append("  Possible causes (no machine inspected):")
+            lines += [f"    - {c.text}" + ("" if c.code.startswith(UNCHECKED) else f"  ({c.code})") for c in e.causes]
+        else:
+            head = (f"  On {facts_from}:" if applies else
+                    f"  On {facts_from} no cause could be confirmed; the candidates are:")
+            lines.append(head)
+            for c in e.causes:
+                lines += _cause_lines(c)
+        lines.append(f"  fix: {sig.fix}")
+        lines.append(f"  source: {sig.source}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _cause_lines(c: CauseVerdict) -> list[str]:
+    code = "" if c.code.startswith(UNCHECKED) else f"  ({c.code})"
+    out = [f"    {MARKS[c.status]} {WORDS[c.status]}: {c.text}{code}"]
+    if c.finding and c.status in (APPLIES, RULED_OUT):
+        out.append(f"        {c.finding['title']}")
+        fix = c.finding.get("fix") or {}
+        if c.status == APPLIES and fix.get("summary"):
+            out.append(f"        fix: {fix['summary'].splitlines()[0]}")
+    elif c.reason and c.status in (NOT_APPLICABLE, UNKNOWN):
+        out.append(f"        ({c.reason})")
+    return out

@@ -1,0 +1,137 @@
+"""pip rendering: framework steps run with the environment's own interpreter (``PY -m pip``), plus the
+requirements and constraints files the same plan implies.
+
+- torch: the exact build from PyTorch's index ``https://download.pytorch.org/whl/cuXYZ`` (PyTorch's "Get
+  started" and "Previous versions" pages); a CPU-only build is uninstalled first, explicitly, so pip cannot
+  keep it as "already satisfied".
+- TensorFlow: ``tensorflow[and-cuda]==X`` (TensorFlow's pip install guide), which pins the CUDA and cuDNN
+  wheels; JAX: ``jax[cudaNN]==X`` (JAX installation guide).
+- constraints: the ``nvidia-*`` pins the matrix holds for that build (``and_cuda`` of compat/tensorflow.toml,
+  the cuDNN of a torch variant in compat/pytorch.toml).
+"""
+
+from __future__ import annotations
+
+import re
+
+from doctor.fixplan import Action, FixPlan, PipInstall, ReinstallTorch
+from doctor.matrix import Matrix, vtuple
+from doctor.render.fixscript import comment, q, say
+
+ROOT = False
+_REQ = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\[[A-Za-z0-9_,\-]+\])?([=<>!~]=?[A-Za-z0-9.+*!\-]+,?)*$")
+
+
+def supports(os_id: str | None, os_version: str | None) -> bool:
+    return True
+
+
+def prelude(plan: FixPlan) -> str:
+    return PRELUDE
+
+
+PRELUDE = r"""
+# The version pip reports for a distribution in an interpreter, or nothing.
+pip_version() { { "$1" -m pip show "$2" 2>/dev/null || true; } | sed -n 's/^Version: //p'; }
+need_python() {
+  if [ -x "$1" ]; then return 0; fi
+  if [ "$DRY_RUN" = 1 ]; then
+    say "warning: no Python interpreter at $1 here (the plan was made for it)"
+    return 0
+  fi
+  die "no Python interpreter at $1 (the plan was made for it)"
+}
+"""
+
+
+def safe_requirement(text: str) -> bool:
+    return bool(_REQ.match(text))
+
+
+def render(action: Action, plan: FixPlan) -> list[str] | None:
+    if isinstance(action, ReinstallTorch):
+        return _torch(action)
+    if isinstance(action, PipInstall):
+        return _pip(action)
+    return None
+
+
+def _torch(a: ReinstallTorch) -> list[str]:
+    py = q(a.python)
+    label = f"{a.version}+cu{a.cuda.replace('.', '')}"
+    out = [f"need_python {py}", "local have", f"have=$(pip_version {py} torch)",
+           f"if [ \"$have\" = {q(label)} ]; then",
+           f"  say {q(f'torch {label} is already installed in {a.python}')}",
+           "else"]
+    if a.replace_cpu:
+        out.append("  # A CPU-only build counts as 'already satisfied' for pip: remove it explicitly first.")
+    out += ['  if [ -n "$have" ]; then', f"    run {py} -m pip uninstall -y torch", "  fi",
+            f"  run {py} -m pip install {q(f'torch=={a.version}')} --index-url {q(a.index_url)}",
+            "  # torchvision/torchaudio, if installed, must come from the same index (pip install --index-url "
+            f"{comment(a.index_url)} torchvision==<its pair>).",
+            "fi"]
+    return out
+
+
+def _pip(a: PipInstall) -> list[str]:
+    bad = [r for r in [*a.requirements, *a.uninstall, *a.done_when] if not safe_requirement(r)]
+    if bad:
+        return [f"# MANUAL: not a plain requirement, not run: {comment(', '.join(bad))}",
+                say("manual step: a requirement from the snapshot is not a plain name==version")]
+    py = q(a.python)
+    out = [f"need_python {py}"]
+    conds = []
+    for spec in a.done_when:
+        name, _, version = spec.partition("==")
+        conds.append(f'[ "$(pip_version {py} {q(name)})" = {q(version)} ]' if version
+                     else f'[ -n "$(pip_version {py} {q(name)})" ]')
+    if conds:
+        out += [f"if {' && '.join(conds)}; then",
+                f"  say {q('already installed: ' + ' '.join(a.requirements))}", "else"]
+    pad = "  " if conds else ""
+    for u in a.uninstall:
+        out += [f'{pad}if [ -n "$(pip_version {py} {q(u)})" ]; then', f"{pad}  run {py} -m pip uninstall -y {q(u)}",
+                f"{pad}fi"]
+    out.append(f"{pad}run {py} -m pip install {' '.join(q(r) for r in a.requirements)}")
+    if conds:
+        out.append("fi")
+    return out
+
+
+# --- the files ------------------------------------------------------------------------------------
+
+
+def requirements(plan: FixPlan) -> str:
+    """A requirements file for the framework steps (one interpreter's worth each, labelled)."""
+    lines = ["# gpu-doctor fix: Python requirements for the GPU builds this plan installs.",
+             "# Install with: python -m pip install -r THIS_FILE -c constraints.txt"]
+    extra: list[str] = []
+    for a in plan.actions():
+        if isinstance(a, ReinstallTorch):
+            extra.append(f"--extra-index-url {a.index_url}")
+            lines.append(f"torch=={a.version}+cu{a.cuda.replace('.', '')}  # replaces {comment(a.installed or '?')} "
+                         f"in {comment(a.python)}; uninstall a CPU-only build first")
+        elif isinstance(a, PipInstall) and all(safe_requirement(r) for r in a.requirements):
+            lines += [f"{r}  # for {comment(a.python)}" for r in a.requirements]
+    return "\n".join([*lines[:2], *dict.fromkeys(extra), *lines[2:]]) + "\n"
+
+
+def constraints(plan: FixPlan, m: Matrix) -> str:
+    """Pins for the nvidia-* wheels the frameworks pull in, from the reviewed matrix rows."""
+    lines = ["# gpu-doctor fix: constraints for the nvidia-* wheels (from gpu-doctor's reviewed matrix)."]
+    for a in plan.actions():
+        if isinstance(a, ReinstallTorch):
+            var = m.torch_variant(a.version, a.cuda)
+            if var and var.get("cudnn"):
+                lines.append(f"nvidia-cudnn-cu{vtuple(a.cuda)[0]}=={var['cudnn']}  # torch {a.version} cu"
+                             f"{a.cuda.replace('.', '')} ({var.get('source') or 'compat/pytorch.toml'})")
+        elif isinstance(a, PipInstall):
+            for r in a.requirements:
+                if r.startswith("tensorflow[and-cuda]=="):
+                    row = m.tensorflow(r.split("==", 1)[1])
+                    lines += [f"{pin}  # tensorflow {row['version']}" for pin in (row or {}).get("and_cuda", [])]
+                elif r.startswith("jax[cuda"):
+                    version = r.split("==", 1)[1] if "==" in r else None
+                    row = next((j for j in m.rows("jax", "jax") if j.get("version") == version), None)
+                    lines += [f"{pin}  # jax {version}" for pin in (row or {}).get("pins", []) if "cu" in pin]
+    return "\n".join(dict.fromkeys(lines)) + "\n"
