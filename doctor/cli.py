@@ -26,8 +26,17 @@ EXIT_INTERNAL = 3
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("doctor.commands.check", "inspect this machine (or a snapshot) and report"),
     "snapshot": ("doctor.commands.check", "write the facts snapshot (JSON) to attach to a bug report"),
+    "tui": ("doctor.commands.tui", "the interactive view of this machine (or of a snapshot with --facts)"),
+    "demo": ("doctor.commands.tui", "the interactive view on bundled example hosts: no GPU needed"),
     "matrix": ("doctor.commands.matrix", "ask the compatibility matrix (driver, gpu, cuda), or refresh it"),
     "plan": ("doctor.commands.matrix", "the newest compatible combination for a GPU, driver and wishes"),
+    "smoke": ("doctor.commands.smoke", "run kernels on each GPU through the driver API: works? how fast?"),
+    "oom": ("doctor.commands.smoke", "how much GPU memory a program really gets, and where the rest went"),
+    "fleet": ("doctor.commands.fleet", "aggregate many nodes' reports: rows, grouped problems, outliers"),
+    "diff": ("doctor.commands.diff", "the drift between two snapshots or reports (two nodes, before/after)"),
+    "fix": ("doctor.commands.fix", "print a script that fixes what check found (apt, dnf, conda, pip); runs nothing"),
+    "pin": ("doctor.commands.fix", "freeze a healthy state (holds, versionlock, constraints), or --check for drift"),
+    "explain": ("doctor.commands.explain", "name a pasted GPU error and say which of its causes applies here"),
 }
 
 
@@ -67,6 +76,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv and sys.stdin.isatty() and sys.stdout.isatty():
+        argv = ["tui"]  # `gpu-doctor` alone on a terminal opens the TUI; piped or redirected, it runs check
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["check", *argv]  # `gpu-doctor` alone, or with check's options, means `check`
     name = argv[0] if argv[0] in COMMANDS else None

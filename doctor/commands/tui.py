@@ -1,0 +1,83 @@
+"""`gpu-doctor tui` and `gpu-doctor demo`: the interactive view of this machine, a snapshot, or the examples.
+
+Textual is imported only when the TUI starts, so `--help` and every other command stay free of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from doctor.cli import EXIT_OK, UsageError
+from doctor.commands.check import add_probe_options
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    if name == "tui":
+        p.description = ("Open the interactive view of this machine: the findings by area with their evidence and "
+                         "fix, the GPUs (refreshed every second), exports. `gpu-doctor` alone on a terminal opens it "
+                         "too. Press ? inside for the keys.")
+        p.add_argument("--facts", metavar="FILE", help="open this snapshot (from `gpu-doctor snapshot`) instead of "
+                       "probing this machine")
+        add_probe_options(p)
+    else:
+        from doctor.examples import EXAMPLES
+
+        p.description = ("Open the TUI on bundled snapshots of real-world hosts (no GPU needed): a CUDA 12 PyTorch on "
+                         "an R470 driver, an RTX 5090 with a cu124 PyTorch, a driver/library mismatch, a healthy "
+                         "8×H100 node and more. n / p switch between them, l lists them.")
+        p.add_argument("example", nargs="?", choices=[e.name for e in EXAMPLES], metavar="EXAMPLE",
+                       help="start on this example (see --list)")
+        p.add_argument("--list", action="store_true", help="list the examples and exit")
+
+
+def run(name: str, args: argparse.Namespace) -> int:
+    if name == "demo" and args.list:
+        from doctor.examples import EXAMPLES
+
+        for e in EXAMPLES:
+            print(f"{e.name:<28} {e.title}: {e.description}")
+        return EXIT_OK
+    sources, index, sampler = demo_sources(args) if name == "demo" else tui_sources(args)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(f"`gpu-doctor {name}` needs a terminal; `gpu-doctor check` prints the report instead")
+    from doctor.tui.app import DoctorApp
+
+    app = DoctorApp(sources, index=index, gpu_sampler=sampler)
+    app.run()
+    return app.return_code or EXIT_OK
+
+
+def demo_sources(args: argparse.Namespace) -> tuple[list, int, None]:
+    from doctor.examples import EXAMPLES
+    from doctor.tui.model import Source
+
+    sources = [Source(title=e.title, description=e.description, facts=e.facts(), load=e.facts,
+                      origin=f"example {e.name}") for e in EXAMPLES]
+    index = next((i for i, e in enumerate(EXAMPLES) if e.name == args.example), 0)
+    return sources, index, None
+
+
+def tui_sources(args: argparse.Namespace) -> tuple[list, int, object]:
+    from doctor.commands.check import collect_from_args, host_from_args, load_facts_file
+    from doctor.tui.model import Source
+
+    if args.facts:
+        if args.facts == "-":
+            raise UsageError("--facts -: the TUI reads the keyboard on standard input; give a file")
+        if args.root or args.python or args.deep:
+            raise UsageError("--facts replays a recorded machine: --root, --python and --deep do not apply")
+        path = args.facts
+        facts = load_facts_file(path)  # a bad file is a one-line error before the screen opens
+        return [Source(title=f"snapshot {path}", facts=facts, load=lambda: load_facts_file(path),
+                       origin=f"file {path}")], 0, None
+    host = host_from_args(args)  # validates --root and --python now, not inside the TUI
+    sampler = None
+    if host.live:
+        from doctor.tui.live import sample_gpus
+
+        def sampler() -> object:
+            return sample_gpus(host)
+
+    return [Source(title="this machine", live=host.live, load=lambda: collect_from_args(args),
+                   origin="this machine")], 0, sampler

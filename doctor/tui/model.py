@@ -1,0 +1,242 @@
+"""What the TUI shows, computed from a Report without Textual: areas, counts, GPU rows, exports.
+
+Presentation only: grouping, ordering, wording of facts already judged by the engine. No rule
+lives here; a test imports this module and asserts Textual is not loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from doctor.engine import CheckResult, Report
+from doctor.facts import Facts, Gpu
+from doctor.findings import AREAS, Evidence, Finding
+from doctor.render.text import header, summary
+
+MARKS = {"fail": "✗", "warn": "!", "info": "·", "ok": "✓", "none": "·"}
+STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready"}
+NOT_RUN = ("skipped", "not_applicable")
+SEVERITY_ORDER = {"none": -1, "ok": 0, "info": 1, "warn": 2, "fail": 3, "error": 3}
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the TUI looks at: this machine (live) or a recorded snapshot (an example, a file).
+
+    ``load`` gives fresh facts: it probes this machine (slow: the app calls it in a worker) or
+    re-reads a file. ``facts`` is None for a live host until the first collection has finished.
+    """
+
+    title: str
+    description: str = ""
+    facts: Facts | None = None
+    live: bool = False
+    load: Callable[[], Facts] | None = None
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class AreaView:
+    """One area of the report: its problems first, then what passed and what was not checked."""
+
+    name: str
+    problems: list[Finding] = field(default_factory=list)  # fail and warn, report order
+    passed: list[Finding] = field(default_factory=list)  # ok and info
+    not_checked: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if any(f.severity == "fail" for f in self.problems):
+            return "fail"
+        if self.problems:
+            return "warn"
+        return "ok" if self.passed else "none"
+
+    def count(self, severity: str) -> int:
+        return sum(1 for f in (*self.problems, *self.passed) if f.severity == severity)
+
+    def counts_text(self) -> str:
+        parts = [f"{n}{MARKS[s]}" for s in ("fail", "warn", "ok") if (n := self.count(s))]
+        return " ".join(parts) or "not checked"
+
+
+def areas(report: Report) -> list[AreaView]:
+    """The report's areas in the fixed order of doctor.findings.AREAS (then any other, sorted)."""
+    names = list(AREAS)
+    extra = {f.area for f in report.findings} | {c.area for c in report.checks}
+    names += sorted(a for a in extra if a not in names)
+    out = []
+    for name in names:
+        found = [f for f in report.findings if f.area == name]
+        quiet = [c for c in report.checks if c.area == name and c.status in NOT_RUN]
+        if not found and not any(c.area == name for c in report.checks):
+            continue  # an area no check of this run belongs to (e.g. no --require gate given)
+        out.append(AreaView(name, [f for f in found if f.severity in ("fail", "warn")],
+                            [f for f in found if f.severity in ("ok", "info")], quiet))
+    return out
+
+
+def first_problem(report: Report) -> Finding | None:
+    """Where the cursor starts: the first failure, else the first warning."""
+    for sev in ("fail", "warn"):
+        hit = next((f for f in report.findings if f.severity == sev), None)
+        if hit:
+            return hit
+    return None
+
+
+def counts(report: Report) -> str:
+    n = {s: sum(1 for f in report.findings if f.severity == s) for s in ("fail", "warn", "ok")}
+    words = (("failure", "failures"), ("warning", "warnings"), ("ok", "ok"))
+    return ", ".join(f"{n[s]} {w[0] if n[s] == 1 else w[1]}" for s, w in zip(("fail", "warn", "ok"), words,
+                                                                           strict=True))
+
+
+def status_line(report: Report) -> str:
+    return f"{MARKS[report.status]} {STATUS_WORDS[report.status]}: {counts(report)}"
+
+
+def host_line(report: Report) -> str:
+    """OS, kernel, driver (module / user space), CUDA driver API, GPU count and matrix, on one line."""
+    f = report.facts
+    d = f.driver
+    os_name = f.host.os_pretty or "unknown OS"
+    parts = [os_name + (f" (in {f.host.container})" if f.host.container else "")]
+    if f.host.kernel:
+        parts.append(f"kernel {f.host.kernel}")
+    if d.kernel_module and d.kernel_module == d.userspace:
+        parts.append(f"driver {d.kernel_module}")  # module and user space agree
+    else:
+        parts.append(f"module {d.kernel_module or 'not loaded'} / user space {d.userspace or 'none'}")
+    parts.append(f"CUDA API {d.cuda_driver_api or 'unknown'}")
+    gpus = driver_gpus(f)
+    if gpus:
+        parts.append(f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
+    elif f.host.pci_nvidia_gpus:
+        parts.append(f"{f.host.pci_nvidia_gpus} NVIDIA GPU(s) on PCI only")
+    else:
+        parts.append("no GPU visible")
+    if report.matrix:
+        parts.append(report.matrix)
+    return " · ".join(parts)
+
+
+# --- findings ---------------------------------------------------------------------------------
+
+
+def split_evidence(f: Finding) -> tuple[list[Evidence], list[Evidence]]:
+    """(facts the finding rests on, matrix rows it applied): a matrix row's source is its URL."""
+    rules = [e for e in f.evidence if isinstance(e.source, str) and e.source.startswith(("http://", "https://"))]
+    return [e for e in f.evidence if e not in rules], rules
+
+
+def value_text(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return repr(value) if isinstance(value, str) or value is None else str(value)
+
+
+# --- GPUs ---------------------------------------------------------------------------------------
+
+GPU_COLUMNS = ("#", "Name", "CC", "Memory", "Temp", "Power", "PCIe", "ECC")
+
+
+def memory_bar(used: int | None, total: int | None, width: int = 10) -> str:
+    if used is None or not total:
+        return "?"
+    filled = max(0, min(width, round(width * used / total)))
+    return "█" * filled + "░" * (width - filled) + f" {used / 1024:.1f}/{total / 1024:.0f} GiB"
+
+
+def _or_dash(value: object, unit: str = "") -> str:
+    return "–" if value is None else f"{value}{unit}"
+
+
+def gpu_row(g: Gpu) -> tuple[str, ...]:
+    pcie = "–"
+    if g.pcie_gen_current is not None or g.pcie_width_current is not None:
+        pcie = f"gen{_or_dash(g.pcie_gen_current)} x{_or_dash(g.pcie_width_current)}"
+        if (g.pcie_gen_max, g.pcie_width_max) != (g.pcie_gen_current, g.pcie_width_current):
+            pcie += f" (max gen{_or_dash(g.pcie_gen_max)} x{_or_dash(g.pcie_width_max)})"
+    power = "–" if g.power_draw_w is None else f"{g.power_draw_w:.0f} W"
+    return (_or_dash(g.index), g.name or f"PCI {g.pci_bus_id} ({g.pci_device_id})", _or_dash(g.compute_capability),
+            memory_bar(g.memory_used_mib, g.memory_total_mib), _or_dash(g.temperature_c, "°C"), power, pcie,
+            "–" if g.ecc_uncorrected is None else f"{g.ecc_uncorrected} unc.")
+
+
+def driver_gpus(facts: Facts) -> list[Gpu]:
+    """GPUs a driver answered for (NVML or nvidia-smi); PCI-only entries are not in the table."""
+    return [g for g in facts.gpus if g.source != "pci"]
+
+
+def no_table_reason(facts: Facts) -> list[str]:
+    """Why there is no GPU table, quoting the facts that say so (nothing is judged here)."""
+    d = facts.driver
+    lines = ["No GPU answered NVML or nvidia-smi, so there is nothing to tabulate."]
+    pci = [g for g in facts.gpus if g.source == "pci"]
+    if pci:
+        lines.append("On the PCI bus: " + ", ".join(f"{g.pci_bus_id} (device {g.pci_device_id})" for g in pci) + ".")
+    elif facts.host.pci_nvidia_gpus == 0:
+        lines.append("The PCI bus lists no NVIDIA display or 3D controller.")
+    elif facts.host.pci_nvidia_gpus is None:
+        lines.append("The PCI bus could not be read.")
+    if d.nvml_error:
+        lines.append(f"NVML: {d.nvml_error}.")
+    if d.cuda_init_error:
+        lines.append(f"cuInit: {d.cuda_init_error}.")
+    if facts.host.container:
+        lines.append(f"This is a {facts.host.container} container: its GPUs are the ones passed in by the host.")
+    lines += [f"{e.probe}: {e.reason}" for e in facts.errors if e.probe in ("native", "nvml", "nvidia-smi", "gpus")]
+    lines.append("The Diagnosis view says what to do about it.")
+    return lines
+
+
+# --- exports ------------------------------------------------------------------------------------
+
+EXPORTS = {"report.json": "report (JSON, gpu-doctor.report/v1)", "report.md": "report (Markdown)",
+           "facts.json": "facts snapshot (JSON, gpu-doctor.facts/v1)"}
+
+
+def export_text(kind: str, report: Report, title: str = "") -> str:
+    if kind == "report.json":
+        return json.dumps(report.to_dict(), indent=2) + "\n"
+    if kind == "facts.json":
+        return report.facts.to_json()
+    if kind == "report.md":
+        return report_markdown(report, title)
+    raise ValueError(f"unknown export {kind!r}")
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def report_markdown(report: Report, title: str = "") -> str:
+    """The report as Markdown, for a bug report or a ticket: problems in full, the rest as one line each."""
+    lines = [f"# gpu-doctor report{': ' + title if title else ''}", ""]
+    lines += [f"    {line}" for line in header(report).splitlines()]
+    lines += ["", f"**{summary(report)}**", ""]
+    for area in areas(report):
+        if not area.problems and not area.passed:
+            continue
+        lines += [f"## {MARKS[area.status]} {area.name}", ""]
+        for f in area.problems:
+            lines += [f"### {MARKS[f.severity]} {_md(f.title)}", "", f.detail, ""] if f.detail else \
+                     [f"### {MARKS[f.severity]} {_md(f.title)}", ""]
+            if f.evidence:
+                lines += ["Evidence:", ""]
+                lines += [f"- `{e.fact}` = `{value_text(e.value)}`" + (f" ({e.source})" if e.source else "")
+                          for e in f.evidence]
+                lines.append("")
+            if f.fix:
+                lines += [f"Fix: {f.fix.summary}", ""]
+                if f.fix.steps:
+                    lines += ["```bash", *[s.shell() for s in f.fix.steps], "```", ""]
+            lines += [f"`{f.code}` · check `{f.check}`", ""]
+        for f in area.passed:
+            lines.append(f"- {MARKS[f.severity]} {_md(f.title)}")
+        if area.passed:
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

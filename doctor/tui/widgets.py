@@ -1,0 +1,376 @@
+"""The widgets of the main screen: summary bar, findings tree, detail pane, GPU view, active tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, DataTable, Log, ProgressBar, Static, Tree
+from textual.widgets.tree import TreeNode
+
+from doctor.engine import CheckResult, Report
+from doctor.facts import Facts, Gpu
+from doctor.findings import Finding
+from doctor.tui import active, model
+from doctor.tui.model import MARKS, AreaView, Source
+
+SEVERITY_STYLE = {"fail": "bold red", "warn": "bold yellow", "info": "dim", "ok": "green", "none": "dim"}
+
+
+def mark(severity: str) -> Text:
+    return Text(MARKS[severity], style=SEVERITY_STYLE[severity])
+
+
+# --- summary bar ----------------------------------------------------------------------------------
+
+
+class SummaryBar(Static):
+    """Status, what is being looked at, and the host line of the text report."""
+
+    def show(self, source: Source, report: Report | None, position: str = "") -> None:
+        text = Text()
+        text.append(f"{position}{source.title}", style="bold")
+        if source.live:
+            text.append(" (live)", style="dim")
+        text.append("  ")
+        if report is None:
+            text.append("… probing this machine" if source.live else "… diagnosing", style="bold")
+        else:
+            text.append_text(mark(report.status))
+            text.append(f" {model.STATUS_WORDS[report.status]}", style=SEVERITY_STYLE[report.status])
+            text.append("  " + " ".join(f"{n}{MARKS[s]}" for s in ("fail", "warn", "ok")
+                                        if (n := sum(1 for f in report.findings if f.severity == s))))
+        if source.description:
+            text.append(f"\n{source.description}", style="italic")
+        if report is not None:
+            text.append("\n" + model.host_line(report), style="dim")
+        self.update(text)
+
+
+# --- findings tree --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    """What a tree node stands for; the detail pane renders it."""
+
+    kind: str  # area | finding | passed | not_checked | active_area | active_test
+    area: AreaView | None = None
+    finding: Finding | None = None
+    test: active.ActiveTest | None = None
+
+
+class FindingsTree(Tree[Node]):
+    BINDINGS = [  # noqa: RUF012 (Textual's own convention)
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("report", **kwargs)
+        self.show_root = False
+        self.guide_depth = 2
+
+    def build(self, report: Report, results: dict[str, active.Outcome], unavailable: str | None) -> None:
+        self.clear()
+        for area in model.areas(report):
+            label = Text.assemble(mark(area.status), f" {area.name} ", (area.counts_text(), "dim"))
+            node = self.root.add(label, Node("area", area=area), expand=area.status in ("fail", "warn"))
+            for f in area.problems:
+                node.add_leaf(Text.assemble(mark(f.severity), f" {f.title}"), Node("finding", area=area, finding=f))
+            if area.passed:
+                passed = node.add(Text.assemble(mark("ok"), f" {len(area.passed)} passed"), Node("passed", area=area))
+                for f in area.passed:
+                    passed.add_leaf(Text.assemble(mark(f.severity), f" {f.title}"),
+                                    Node("finding", area=area, finding=f))
+            if area.not_checked:
+                node.add_leaf(Text(f"· {len(area.not_checked)} not checked", style="dim"),
+                              Node("not_checked", area=area))
+        self._add_active(results, unavailable)
+
+    def _add_active(self, results: dict[str, active.Outcome], unavailable: str | None) -> None:
+        self._active_node = self.root.add("Active tests", Node("active_area"))
+        self.refresh_active(results, unavailable)
+
+    def refresh_active(self, results: dict[str, active.Outcome], unavailable: str | None) -> None:
+        """Relabel the Active tests area in place: the cursor and the open areas stay where they are."""
+        node = self._active_node
+        worst = max((r.status for r in results.values()), key=lambda s: model.SEVERITY_ORDER.get(s, 0), default=None)
+        status = {"error": "fail"}.get(worst or "", worst or "none")
+        counts = "unavailable" if unavailable == active.NOT_AVAILABLE else \
+            (f"{len(results)} run" if results else "not run")
+        node.set_label(Text.assemble(mark(status), " Active tests ", (counts, "dim")))
+        node.remove_children()
+        for test in active.TESTS:
+            res = results.get(test.id)
+            sev = {"error": "fail"}.get(res.status, res.status) if res else "none"
+            label = f" {test.title}" + (f": {res.summary}" if res else "")
+            node.add_leaf(Text.assemble(mark(sev), label), Node("active_test", test=test))
+        if results:
+            node.expand()
+
+    def nodes(self) -> list[TreeNode[Node]]:
+        out: list[TreeNode[Node]] = []
+
+        def walk(n: TreeNode[Node]) -> None:
+            for child in n.children:
+                out.append(child)
+                walk(child)
+
+        walk(self.root)
+        return out
+
+    def find(self, finding: Finding) -> TreeNode[Node] | None:
+        return next((n for n in self.nodes() if n.data and n.data.finding is finding), None)
+
+
+# --- detail pane ----------------------------------------------------------------------------------
+
+
+class FindingDetail(VerticalScroll):
+    """The explanation of what the tree's cursor is on."""
+
+    can_focus = True
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-body")
+
+    def show(self, node: Node | None, report: Report | None, results: dict[str, active.Outcome],
+             unavailable: str | None) -> None:
+        body = self.query_one("#detail-body", Static)
+        if report is None:
+            body.update(Text("Waiting for the diagnosis…", style="dim"))
+        elif node is None:
+            body.update(Text(model.status_line(report)))
+        elif node.kind == "finding" and node.finding:
+            body.update(finding_text(node.finding))
+        elif node.kind == "area" and node.area:
+            body.update(area_text(node.area, report))
+        elif node.kind == "passed" and node.area:
+            body.update(list_text(f"{node.area.name}: passed", node.area.passed))
+        elif node.kind == "not_checked" and node.area:
+            body.update(not_checked_text(node.area.name, node.area.not_checked))
+        elif node.kind in ("active_area", "active_test"):
+            body.update(active_text(node.test, results, unavailable))
+        self.scroll_home(animate=False)
+
+
+def _heading(text: Text, title: str) -> None:
+    text.append(f"\n\n{title}\n", style="bold underline")
+
+
+def finding_text(f: Finding) -> Text:
+    text = Text()
+    text.append_text(mark(f.severity))
+    text.append(f" {f.severity.upper()}  ", style=SEVERITY_STYLE[f.severity])
+    text.append(f.title, style="bold")
+    if f.detail:
+        text.append("\n\n" + f.detail)
+    facts_ev, rules = model.split_evidence(f)
+    if facts_ev:
+        _heading(text, "Evidence")
+        for e in facts_ev:
+            text.append(f"  {e.fact}", style="bold")
+            text.append(f" = {model.value_text(e.value)}")
+            if e.source:
+                text.append(f"  [{e.source}]", style="dim")
+            text.append("\n")
+        text.rstrip()
+    if rules:
+        _heading(text, "Matrix rule")
+        for e in rules:
+            text.append(f"  {e.fact}", style="bold")
+            text.append(f": {model.value_text(e.value)}\n")
+            text.append(f"    source: {e.source}\n", style="dim underline")
+        text.rstrip()
+    if f.fix:
+        _heading(text, "Fix")
+        text.append(f.fix.summary)
+        for step in f.fix.steps:
+            text.append("\n  $ ", style="dim")
+            text.append(step.shell(), style="bold")
+            extra = [x for x in (step.note, None if step.risk == "safe" else f"risk: {step.risk}") if x]
+            if extra:
+                text.append(f"   # {'; '.join(extra)}", style="dim")
+        text.append("\n\npress f for the fix script", style="italic dim")
+    text.append(f"\n\ncode {f.code} · check {f.check}", style="dim")
+    return text
+
+
+def area_text(area: AreaView, report: Report) -> Text:
+    text = Text()
+    text.append_text(mark(area.status))
+    text.append(f" {area.name}", style="bold")
+    text.append(f"  {area.counts_text()}", style="dim")
+    checks = [c for c in report.checks if c.area == area.name]
+    if checks:
+        _heading(text, "Checks")
+        for c in checks:
+            sev = c.status if c.status in MARKS else "none"
+            text.append_text(mark(sev))
+            text.append(f" {c.id}", style="bold")
+            text.append(f"  {c.summary}\n")
+        text.rstrip()
+    return text
+
+
+def list_text(title: str, findings: list[Finding]) -> Text:
+    text = Text(title, style="bold")
+    text.append("\n")
+    for f in findings:
+        text.append("\n")
+        text.append_text(mark(f.severity))
+        text.append(f" {f.title}")
+    return text
+
+
+def not_checked_text(area: str, checks: list[CheckResult]) -> Text:
+    text = Text(f"{area}: not checked", style="bold")
+    text.append("\nThese checks did not run on this machine, and why:\n", style="dim")
+    for c in checks:
+        text.append(f"\n· {c.id}", style="bold")
+        text.append(f"  {c.reason or c.status}")
+    return text
+
+
+def active_text(test: active.ActiveTest | None, results: dict[str, active.Outcome], unavailable: str | None) -> Text:
+    text = Text("Active tests", style="bold")
+    text.append("\nStatic checks say what should work; only running something says it works.\n", style="dim")
+    for t in (test,) if test else active.TESTS:
+        text.append(f"\n{t.title}", style="bold")
+        key = "s" if t.id == "smoke" else "o"
+        text.append(f"  (key {key})\n", style="dim")
+        text.append(t.what + "\n")
+        res = results.get(t.id)
+        if res:
+            text.append(f"Result: {res.summary}\n", style=SEVERITY_STYLE.get(res.status, "bold red"))
+            for f in res.findings:
+                text.append_text(mark(f.severity))
+                text.append(f" {f.title}\n")
+    if unavailable:
+        text.append(f"\n{unavailable[0].upper()}{unavailable[1:]}.", style="italic")
+    return text
+
+
+# --- GPUs view ------------------------------------------------------------------------------------
+
+
+class GpuView(Vertical):
+    """The GPU table (every GPU a driver answered for), or why there is none."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="gpu-status")
+        yield DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="gpu-reason")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for col in model.GPU_COLUMNS:
+            table.add_column(col, key=col)
+
+    def show_facts(self, facts: Facts | None, live: bool) -> None:
+        if facts is None:
+            self._status("waiting for the first probe…")
+            return
+        gpus = model.driver_gpus(facts)
+        if gpus:
+            self.show_gpus(gpus)
+            self._status(f"live: NVML every {self.app_interval():g} s" if live else
+                         f"recorded {facts.collected_at or 'at an unknown time'} (a snapshot: static)")
+        else:
+            self.show_none(model.no_table_reason(facts))
+
+    def app_interval(self) -> float:
+        return float(getattr(self.app, "refresh_interval", 1.0))
+
+    def show_gpus(self, gpus: list[Gpu]) -> None:
+        table = self.query_one(DataTable)
+        table.display = True
+        self.query_one("#gpu-reason", Static).display = False
+        rows = [model.gpu_row(g) for g in gpus]
+        if table.row_count == len(rows):
+            for i, row in enumerate(rows):
+                for col, value in zip(model.GPU_COLUMNS, row, strict=True):
+                    table.update_cell(str(i), col, value)
+        else:
+            table.clear()
+            for i, row in enumerate(rows):
+                table.add_row(*row, key=str(i))
+
+    def show_none(self, reason: list[str]) -> None:
+        self.query_one(DataTable).display = False
+        body = self.query_one("#gpu-reason", Static)
+        body.display = True
+        text = Text(reason[0], style="bold")
+        for line in reason[1:]:
+            text.append("\n" + line)
+        body.update(text)
+        self._status("no GPU table")
+
+    def _status(self, line: str) -> None:
+        self.query_one("#gpu-status", Static).update(Text(line, style="dim"))
+
+
+# --- active tests ---------------------------------------------------------------------------------
+
+
+class ActivePanel(Vertical):
+    """The two tests with their run buttons, a progress bar and the live log of the running test."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="active-intro")
+        with Horizontal(id="active-buttons"):
+            yield Button("Smoke test (s)", id="run-smoke", compact=True)
+            yield Button("OOM probe (o)", id="run-oom", compact=True)
+            yield Button("Cancel (c)", id="cancel-active", compact=True, disabled=True)
+        with Vertical(id="active-run"):  # shown once a test has started
+            yield Static(id="active-step")
+            yield ProgressBar(total=100, id="active-progress", show_eta=False)  # determinate: no idle animation
+            yield Log(id="active-log", max_lines=2000)
+
+    def on_mount(self) -> None:
+        self.query_one("#active-run").display = False
+
+    def show_state(self, unavailable: str | None, results: dict[str, active.Outcome], running: str | None) -> None:
+        intro = Text()
+        for t in active.TESTS:
+            res = results.get(t.id)
+            intro.append_text(mark({"error": "fail"}.get(res.status, res.status) if res else "none"))
+            intro.append(f" {t.title}: ", style="bold")
+            intro.append(res.summary if res else ("running…" if running == t.id else "not run"))
+            intro.append("\n")
+            if running is None and not results:  # before the first run: what each test does
+                intro.append(f"{t.what}\n", style="dim")
+        if unavailable:
+            intro.append(f"{unavailable[0].upper()}{unavailable[1:]}.", style="italic")
+        self.query_one("#active-intro", Static).update(intro.rstrip() or intro)
+        for b in ("#run-smoke", "#run-oom"):
+            self.query_one(b, Button).disabled = bool(unavailable) or running is not None
+        self.query_one("#cancel-active", Button).disabled = running is None
+
+    def start(self, test: active.ActiveTest) -> None:
+        self.query_one("#active-run").display = True
+        self.query_one(Log).clear()
+        bar = self.query_one(ProgressBar)
+        bar.update(total=None, progress=0)
+        self.query_one("#active-step", Static).update(Text(f"{test.title}: starting", style="bold"))
+
+    def event(self, test: active.ActiveTest, ev: active.Event) -> None:
+        if isinstance(ev, active.Progress):
+            bar = self.query_one(ProgressBar)
+            if ev.fraction is None:
+                bar.update(total=None)
+            else:
+                bar.update(total=100, progress=round(100 * max(0.0, min(1.0, ev.fraction))))
+            if ev.step:
+                self.query_one("#active-step", Static).update(Text(f"{test.title}: {ev.step}", style="bold"))
+        elif isinstance(ev, active.Log):
+            self.query_one(Log).write_line(ev.line)
+        elif isinstance(ev, active.Outcome):
+            self.query_one(ProgressBar).update(total=100, progress=100)
+            self.query_one("#active-step", Static).update(
+                Text.assemble(mark({"error": "fail"}.get(ev.status, ev.status)), f" {test.title}: {ev.summary}"))

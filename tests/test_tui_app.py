@@ -1,0 +1,692 @@
+"""Pilot tests of the TUI: every binding and flow, on the bundled examples and fake streams.
+
+The app takes its data already described (sources, a runner for active tests, a GPU sampler), so
+each test passes exactly what it needs: an example snapshot, a fake event stream, a fake sampler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import DataTable, Input, Log, OptionList, ProgressBar, RadioButton, Static
+
+from doctor.examples import EXAMPLES, by_name
+from doctor.facts import Facts
+from doctor.findings import Finding
+from doctor.tui import active, fixes
+from doctor.tui.app import DoctorApp
+from doctor.tui.live import GpuSample
+from doctor.tui.model import Source
+from doctor.tui.screens import ConfirmDialog, ExportDialog, FixScreen, HelpScreen, SaveDialog, SnapshotPicker
+from doctor.tui.widgets import ActivePanel, FindingDetail, FindingsTree, SummaryBar
+
+
+@pytest.fixture(autouse=True)
+def _steady(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No refreshed matrix from the user's cache, no colour setting from the environment."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+class RecordingApp(DoctorApp):
+    """The real app, remembering its notifications so tests can assert on what the user was told."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.notes: list[tuple[str, str]] = []
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        self.notes.append((severity, str(message)))
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+
+def pilot_test(fn: Any) -> Any:
+    """Run an async pilot test with asyncio.run (no async plugin needed; fixtures still resolve)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(fn(*args, **kwargs))
+
+    return run
+
+
+def example_sources() -> list[Source]:
+    return [Source(e.title, e.description, e.facts(), load=e.facts, origin=e.name) for e in EXAMPLES]
+
+
+def index_of(name: str) -> int:
+    return next(i for i, e in enumerate(EXAMPLES) if e.name == name)
+
+
+def live_source(name: str = "r470-geforce-cu124-torch", load: Any = None) -> Source:
+    example = by_name(name)
+    assert example is not None
+    return Source("this machine", facts=None, live=True, load=load or example.facts, origin="this machine")
+
+
+async def settle(pilot: Any) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def body(app: DoctorApp) -> str:
+    return str(app.query_one(FindingDetail).query_one("#detail-body", Static).render())
+
+
+def summary(app: DoctorApp) -> str:
+    return str(app.query_one(SummaryBar).render())
+
+
+def cursor_finding(app: DoctorApp) -> Finding | None:
+    node = app.query_one(FindingsTree).cursor_node
+    return node.data.finding if node and node.data else None
+
+
+# --- the diagnosis view -----------------------------------------------------------------------------
+
+
+@pilot_test
+async def test_opens_on_the_first_failure_with_evidence_rule_and_fix() -> None:
+    app = RecordingApp(example_sources())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        f = cursor_finding(app)
+        assert f is not None and f.code == "framework.cuda_newer_than_driver"
+        text = body(app)
+        assert "torch 2.5.1 needs a newer driver than 470.63.01" in text
+        assert "Evidence" in text and "driver.kernel_module = '470.63.01'" in text
+        assert "Matrix rule" in text and "source: https://docs.nvidia.com/" in text
+        assert "Upgrade the driver to ≥ 550.54.14" in text
+        assert "[1/6] CUDA 12 PyTorch on an R470 driver" in summary(app)
+        assert "NOT READY" in summary(app)
+
+
+@pilot_test
+async def test_arrow_and_vi_keys_move_through_findings_and_the_detail_follows() -> None:
+    app = RecordingApp(example_sources())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        tree = app.query_one(FindingsTree)
+        start = tree.cursor_line
+        await pilot.press("k")
+        assert tree.cursor_line == start - 1
+        await pilot.press("j", "down")
+        assert tree.cursor_line == start + 1
+        await pilot.press("up")
+        assert cursor_finding(app) is not None and cursor_finding(app).code == "framework.cuda_newer_than_driver"
+        # to the top: an area; enter closes it, enter opens it again
+        tree.move_cursor_to_line(0)
+        await pilot.pause()
+        node = tree.cursor_node
+        assert node is not None and node.data is not None and node.data.kind == "area"
+        assert "Checks" in body(app) and node.data.area is not None and node.data.area.name in body(app)
+        was = node.is_expanded
+        await pilot.press("enter")
+        assert node.is_expanded is not was
+        await pilot.press("enter")
+        assert node.is_expanded is was
+
+
+@pilot_test
+async def test_passed_and_not_checked_nodes_explain_themselves() -> None:
+    app = RecordingApp(example_sources())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        tree = app.query_one(FindingsTree)
+        passed = next(n for n in tree.nodes() if n.data and n.data.kind == "passed")
+        passed.parent.expand()  # type: ignore[union-attr]
+        await pilot.pause()
+        tree.move_cursor(passed)
+        await pilot.pause()
+        assert "passed" in body(app)
+        skipped = next(n for n in tree.nodes() if n.data and n.data.kind == "not_checked")
+        skipped.parent.expand()  # type: ignore[union-attr]
+        await pilot.pause()
+        tree.move_cursor(skipped)
+        await pilot.pause()
+        assert "did not run on this machine, and why" in body(app)
+
+
+@pilot_test
+async def test_tab_moves_focus_to_the_explanation_for_scrolling() -> None:
+    app = RecordingApp(example_sources())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.focused is app.query_one(FindingsTree)
+        await pilot.press("tab")
+        assert app.focused is app.query_one(FindingDetail)
+
+
+@pilot_test
+async def test_mouse_click_selects_a_finding_and_a_tab() -> None:
+    app = RecordingApp(example_sources(), index=index_of("module-userspace-mismatch"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        tree = app.query_one(FindingsTree)
+        target = next(n for n in tree.nodes() if n.data and n.data.kind == "area" and n.data.area
+                      and n.data.area.name == "CUDA toolkit")
+        await pilot.click(FindingsTree, offset=(6, target.line))
+        assert tree.cursor_node is target
+        assert "CUDA toolkit" in body(app)
+        await pilot.click("#tabs Tab#--content-tab-gpus")
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "gpus"  # type: ignore[attr-defined]
+
+
+@pilot_test
+async def test_view_keys_switch_views_and_focus_follows() -> None:
+    app = RecordingApp(example_sources(), index=index_of("healthy-8x-h100"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        tabs = app.query_one("#tabs")
+        for key, view, focused in (("g", "gpus", DataTable), ("t", "tests", Log), ("d", "diagnosis", FindingsTree)):
+            await pilot.press(key)
+            assert tabs.active == view  # type: ignore[attr-defined]
+            assert isinstance(app.focused, focused)
+
+
+# --- fix scripts -------------------------------------------------------------------------------------
+
+
+@pilot_test
+async def test_fix_script_opens_and_saves_through_the_dialog(tmp_path: Path) -> None:
+    app = RecordingApp(example_sources(), index=index_of("module-userspace-mismatch"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        screen = app.screen
+        assert isinstance(screen, FixScreen)
+        script = screen.script
+        assert script.startswith("#!/usr/bin/env bash\n")
+        assert "# sudo reboot" in script  # a reboot is never run unasked
+        assert "\nsudo apt-mark hold libnvidia-compute-535 nvidia-driver-535\n" in script  # safe: runs
+        await pilot.press("s")
+        assert isinstance(app.screen, SaveDialog)
+        field = app.screen.query_one(Input)
+        assert field.value == "gpu-doctor-fix-driver-module_userspace_mismatch.sh"
+        target = tmp_path / "out" / "fix.sh"
+        target.parent.mkdir()
+        field.value = str(target)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, FixScreen)
+        assert target.read_text() == script
+        assert os.access(target, os.X_OK)
+        assert any(f"Wrote {target}" in msg for _, msg in app.notes)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, FixScreen)
+
+
+@pilot_test
+async def test_save_dialog_cancel_writes_nothing_and_bad_path_is_a_notification(tmp_path: Path) -> None:
+    app = RecordingApp(example_sources(), index=index_of("module-userspace-mismatch"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f", "s")
+        await pilot.press("escape")
+        assert isinstance(app.screen, FixScreen)
+        assert list(tmp_path.glob("*.sh")) == []
+        await pilot.press("s")
+        app.screen.query_one(Input).value = str(tmp_path / "no" / "such" / "dir" / "fix.sh")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, FixScreen)  # still running, still on the fix view
+        assert any(sev == "error" and "Could not write" in msg for sev, msg in app.notes)
+
+
+@pilot_test
+async def test_fix_copy_puts_the_script_on_the_clipboard() -> None:
+    app = RecordingApp(example_sources(), index=index_of("debian12-535-no-gpu"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        assert isinstance(app.screen, FixScreen)
+        await pilot.press("c")
+        assert app.clipboard == app.screen.script
+        assert "lspci -nn" in app.clipboard
+
+
+@pilot_test
+async def test_fix_switcher_offers_only_formats_that_exist() -> None:
+    app = RecordingApp(example_sources(), index=index_of("module-userspace-mismatch"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        tabs = [t.id for t in app.screen.query("#fix-formats Tab")]
+        assert tabs == ["fmt-bash"]
+        planned = str(app.screen.query_one("#fix-planned", Static).render())
+        assert "apt, dnf, conda, pip scripts: not available yet" in planned
+
+
+@pilot_test
+async def test_fix_for_every_problem_in_one_script() -> None:
+    app = RecordingApp(example_sources(), index=index_of("debian12-535-no-gpu"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("F")
+        assert isinstance(app.screen, FixScreen)
+        script = app.screen.script
+        for code in ("driver.not_loaded", "driver.too_old_for_cuda_runtime", "container.no_gpu_passthrough"):
+            assert f"# --- {code}: fail" in script
+
+
+@pilot_test
+async def test_fix_on_a_finding_without_fix_says_so() -> None:
+    app = RecordingApp(example_sources(), index=index_of("healthy-8x-h100"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        tree = app.query_one(FindingsTree)
+        ok = next(n for n in tree.nodes() if n.data and n.data.finding and n.data.finding.severity == "ok")
+        ok.parent.expand()  # type: ignore[union-attr]
+        ok.parent.parent.expand()  # type: ignore[union-attr]
+        await pilot.pause()
+        tree.move_cursor(ok)
+        await pilot.pause()
+        await pilot.press("f")
+        assert not isinstance(app.screen, FixScreen)
+        assert ("information", "This finding carries no fix.") in app.notes
+        await pilot.press("F")
+        assert ("information", "No problem here carries a fix.") in app.notes
+
+
+# --- demo snapshots ----------------------------------------------------------------------------------
+
+
+@pilot_test
+async def test_next_previous_and_picker_switch_the_example() -> None:
+    app = RecordingApp(example_sources())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("n")
+        await settle(pilot)
+        assert app.index == 1 and "[2/6] RTX 5090 with a cu124 PyTorch" in summary(app)
+        assert cursor_finding(app).code == "framework.arch_unsupported"  # type: ignore[union-attr]
+        await pilot.press("p", "p")
+        await settle(pilot)
+        assert app.index == 5 and "NVIDIA user space, no GPU, no module" in summary(app)
+        await pilot.press("l")
+        assert isinstance(app.screen, SnapshotPicker)
+        assert app.screen.query_one(OptionList).highlighted == 5
+        await pilot.press("home", "down", "down", "enter")
+        await settle(pilot)
+        assert app.index == 2
+        assert cursor_finding(app).code == "driver.module_userspace_mismatch"  # type: ignore[union-attr]
+        await pilot.press("l", "escape")
+        assert app.index == 2 and not isinstance(app.screen, SnapshotPicker)
+
+
+@pilot_test
+async def test_single_snapshot_hides_the_switcher() -> None:
+    app = RecordingApp(example_sources()[:1])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("n", "l")
+        assert app.index == 0 and not isinstance(app.screen, SnapshotPicker)
+        assert "[1/" not in summary(app)
+
+
+# --- GPUs ---------------------------------------------------------------------------------------------
+
+
+@pilot_test
+async def test_gpu_table_of_a_snapshot_is_static() -> None:
+    calls: list[int] = []
+    app = RecordingApp(example_sources(), index=index_of("healthy-8x-h100"),
+                       gpu_sampler=lambda: calls.append(1) or GpuSample([]), refresh_interval=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("g")
+        await pilot.pause(0.2)
+        table = app.query_one(DataTable)
+        assert table.row_count == 8
+        assert table.get_row_at(0)[1] == "NVIDIA H100 80GB HBM3"
+        assert "recorded 2026-11-22T09:00:00+00:00" in str(app.query_one("#gpu-status", Static).render())
+        assert calls == []  # a replayed snapshot is never sampled
+
+
+@pilot_test
+async def test_no_gpu_says_why_there_is_no_table() -> None:
+    app = RecordingApp(example_sources(), index=index_of("debian12-535-no-gpu"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("g")
+        assert not app.query_one(DataTable).display
+        reason = str(app.query_one("#gpu-reason", Static).render())
+        assert "No GPU answered NVML or nvidia-smi" in reason
+        assert "The PCI bus lists no NVIDIA display or 3D controller." in reason
+        assert "NVML: Driver Not Loaded." in reason
+
+
+@pilot_test
+async def test_live_gpu_table_refreshes_from_a_worker_thread_while_shown() -> None:
+    facts = by_name("r470-geforce-cu124-torch").facts()  # type: ignore[union-attr]
+    threads: list[str] = []
+    temps = iter(range(40, 1000))
+
+    def sampler() -> GpuSample:
+        threads.append(threading.current_thread().name)
+        return GpuSample([replace(facts.gpus[0], temperature_c=next(temps))])
+
+    app = RecordingApp([live_source()], gpu_sampler=sampler, refresh_interval=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.pause(0.2)
+        assert threads == []  # the Diagnosis view is shown: nobody looks at the table, nothing is sampled
+        await pilot.press("g")
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if len(threads) >= 3:
+                break
+        assert len(threads) >= 3
+        assert threading.main_thread().name not in threads
+        table = app.query_one(DataTable)
+        assert table.row_count == 1
+        await settle(pilot)
+        temp = table.get_row_at(0)[4]
+        assert temp.endswith("°C") and int(temp[:-2]) > 40
+        assert "live: NVML every 0.05 s · updated" in str(app.query_one("#gpu-status", Static).render())
+
+
+@pilot_test
+async def test_a_failing_sampler_becomes_one_notification_not_a_crash() -> None:
+    def sampler() -> GpuSample:
+        raise OSError("nvml child died")
+
+    app = RecordingApp([live_source()], gpu_sampler=sampler, refresh_interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("g")
+        await pilot.pause(0.4)
+        warned = [m for s, m in app.notes if "NVML gave no GPU list" in m]
+        assert warned == ["NVML gave no GPU list: OSError: nvml child died"]
+        assert app.is_running
+
+
+# --- active tests -------------------------------------------------------------------------------------
+
+
+def fake_stream(test: active.ActiveTest, facts: Facts) -> Iterator[active.Event]:
+    yield active.Progress(None, "creating a context on GPU 0")
+    yield active.Log(f"{test.id}: GPU 0 {facts.gpus[0].name}")
+    yield active.Progress(0.5, "copying 256 MiB")
+    yield active.Log("host→device 24.1 GB/s")
+    yield active.Progress(1.0, "verifying")
+    yield active.Outcome("ok", "GPU 0 passed", [Finding("gpu.smoke", "ok", "GPU 0 ran the kernel", area="GPUs")])
+
+
+@pilot_test
+async def test_smoke_test_streams_progress_and_log_into_the_ui() -> None:
+    app = RecordingApp([live_source()], runner=fake_stream)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        assert app.query_one("#tabs").active == "tests"  # type: ignore[attr-defined]
+        log = app.query_one(Log)
+        assert list(log.lines) == ["smoke: GPU 0 NVIDIA GeForce RTX 3080", "host→device 24.1 GB/s"]
+        assert app.query_one(ProgressBar).percentage == 1.0
+        assert app.results["smoke"].summary == "GPU 0 passed"
+        assert "Smoke test: GPU 0 passed" in str(app.query_one("#active-step", Static).render())
+        labels = [str(n.label) for n in app.query_one(FindingsTree).nodes() if n.data and n.data.kind == "active_test"]
+        assert "✓ Smoke test: GPU 0 passed" in labels
+        assert ("information", "Smoke test: GPU 0 passed") in app.notes
+
+
+@pilot_test
+async def test_oom_probe_asks_first_and_runs_only_on_yes() -> None:
+    ran: list[str] = []
+
+    def runner(test: active.ActiveTest, facts: Facts) -> Iterator[active.Event]:
+        ran.append(test.id)
+        yield active.Outcome("warn", "largest block 9.2 of 9.6 GiB free")
+
+    app = RecordingApp([live_source()], runner=runner)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("o")
+        assert isinstance(app.screen, ConfirmDialog)
+        assert "allocates all free memory" in str(app.screen.query_one(Static).render())
+        await pilot.press("n")
+        await settle(pilot)
+        assert ran == [] and "oom" not in app.results
+        await pilot.press("o")
+        await pilot.click("#yes")
+        await settle(pilot)
+        assert ran == ["oom"]
+        assert app.results["oom"].status == "warn"
+
+
+@pilot_test
+async def test_running_test_can_be_cancelled_and_the_ui_stays_responsive() -> None:
+    release = threading.Event()
+
+    def slow(test: active.ActiveTest, facts: Facts) -> Iterator[active.Event]:
+        yield active.Log("allocating")
+        for i in range(200):  # at most 10 s; the cancel check runs between events
+            if release.wait(0.05):
+                break
+            yield active.Progress(i / 200, f"step {i}")
+        yield active.Outcome("ok", "done")
+
+    app = RecordingApp([live_source()], runner=slow)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await pilot.pause(0.1)
+        assert app.running_test == "smoke"
+        await pilot.press("d")  # the UI answers while the test runs
+        assert app.query_one("#tabs").active == "diagnosis"  # type: ignore[attr-defined]
+        await pilot.press("s")
+        assert any("running already" in m for _, m in app.notes)
+        await pilot.press("c")
+        await settle(pilot)
+        assert app.running_test is None
+        assert app.results["smoke"].summary == "cancelled"
+
+
+@pilot_test
+async def test_a_crashing_runner_is_a_result_and_a_notification() -> None:
+    def broken(test: active.ActiveTest, facts: Facts) -> Iterator[active.Event]:
+        yield active.Log("starting")
+        raise RuntimeError("libcuda vanished")
+
+    app = RecordingApp([live_source()], runner=broken)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        assert app.results["smoke"].summary == "crashed: RuntimeError: libcuda vanished"
+        assert ("error", "Smoke test: crashed: RuntimeError: libcuda vanished") in app.notes
+        assert app.is_running
+
+
+@pilot_test
+async def test_without_the_engine_tests_the_actions_say_not_available() -> None:
+    app = RecordingApp(example_sources())  # the engine has no active tests in this version
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("s", "o", "c")
+        assert not isinstance(app.screen, ConfirmDialog)
+        assert app.results == {}
+        warnings = [m for s, m in app.notes if s == "warning"]
+        assert warnings[0].startswith("Smoke test: not available yet")
+        assert warnings[1].startswith("OOM probe: not available yet")
+        assert ("information", "No test is running.") in app.notes
+        assert app.query_one(ActivePanel).query_one("#run-smoke").disabled
+
+
+@pilot_test
+async def test_active_tests_refuse_a_recorded_snapshot() -> None:
+    app = RecordingApp(example_sources(), runner=fake_stream)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        assert app.results == {}
+        assert any("recorded snapshot" in m for _, m in app.notes)
+
+
+# --- re-run, errors, export, help, palette, quit ------------------------------------------------------
+
+
+@pilot_test
+async def test_rerun_probes_again_in_a_worker() -> None:
+    loads: list[str] = []
+    example = by_name("module-userspace-mismatch")
+    assert example is not None
+
+    def load() -> Facts:
+        loads.append(threading.current_thread().name)
+        return example.facts()
+
+    app = RecordingApp([live_source(load=load)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert len(loads) == 1 and "(live)" in summary(app)
+        await pilot.press("r")
+        await settle(pilot)
+        assert len(loads) == 2 and threading.main_thread().name not in loads
+        assert any(m.startswith("Checks re-run: ✗ NOT READY") for _, m in app.notes)
+
+
+@pilot_test
+async def test_a_failing_probe_is_a_notification_and_r_retries() -> None:
+    attempts: list[int] = []
+    example = by_name("healthy-8x-h100")
+    assert example is not None
+
+    def load() -> Facts:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise PermissionError("/proc/driver/nvidia: permission denied")
+        return example.facts()
+
+    app = RecordingApp([live_source(load=load)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.report is None and app.is_running
+        assert any(s == "error" and "permission denied" in m for s, m in app.notes)
+        assert "Press r to try again" in body(app)
+        await pilot.press("r")
+        await settle(pilot)
+        assert app.report is not None and app.report.status == "ok"
+
+
+@pilot_test
+async def test_diagnosis_is_not_on_the_ui_thread() -> None:
+    seen: list[str] = []
+    gate = threading.Event()
+
+    def slow_diagnose(facts: Facts) -> Any:
+        from doctor.engine import diagnose
+
+        seen.append(threading.current_thread().name)
+        gate.wait(10)
+        return diagnose(facts)
+
+    app = RecordingApp(example_sources(), diagnose_fn=slow_diagnose)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert "diagnosing" in summary(app)  # drawn, and answering keys, before the report exists
+        await pilot.press("g")
+        assert app.query_one("#tabs").active == "gpus"  # type: ignore[attr-defined]
+        gate.set()
+        await settle(pilot)
+        assert seen and threading.main_thread().name not in seen
+        assert "NOT READY" in summary(app)
+
+
+@pytest.mark.parametrize(("choice", "name", "start"), [
+    (0, "gpu-doctor-report.json", '{\n  "schema": "gpu-doctor.report/v1"'),
+    (1, "gpu-doctor-report.md", "# gpu-doctor report: Driver/library mismatch after an upgrade"),
+    (2, "gpu-doctor-facts.json", '{\n  "schema": "gpu-doctor.facts/v1"'),
+])
+@pilot_test
+async def test_export_writes_the_chosen_format(tmp_path: Path, choice: int, name: str, start: str) -> None:
+    app = RecordingApp(example_sources(), index=index_of("module-userspace-mismatch"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("e")
+        assert isinstance(app.screen, ExportDialog)
+        await pilot.click(list(app.screen.query(RadioButton))[choice])
+        await pilot.pause()
+        assert app.screen.query_one(Input).value == name
+        await pilot.click("#ok")
+        await pilot.pause()
+        text = (tmp_path / name).read_text()
+        assert text.startswith(start)
+        if name.endswith(".md"):
+            assert "### ✗ Driver/library version mismatch: kernel module 535.104.05 ≠ user-space 535.129.03" in text
+
+
+@pilot_test
+async def test_help_lists_every_binding_and_closes() -> None:
+    app = RecordingApp(example_sources())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        keys = {k for k, _ in app.screen.rows}
+        for binding in DoctorApp.BINDINGS:
+            first = binding.key.split(",")[0].replace("question_mark", "?")  # type: ignore[union-attr]
+            assert any(k.split()[0] == first for k in keys), first
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+
+
+@pilot_test
+async def test_command_palette_offers_every_action() -> None:
+    app = RecordingApp(example_sources())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"Re-run checks", "Show fix script", "Fix script for every problem", "Run the smoke test",
+                "Run the OOM probe", "Export report or snapshot", "Show GPUs", "Help", "Next example",
+                "Choose example", "Quit"} <= titles
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "CommandPalette"
+        await pilot.press("escape")
+
+
+@pilot_test
+async def test_q_quits() -> None:
+    app = RecordingApp(example_sources())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+    assert app.return_code in (None, 0)
+
+
+@pilot_test
+async def test_no_color_selects_the_monochrome_theme(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = RecordingApp(example_sources())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.no_color and app.theme == "gpu-doctor-mono"
+        assert "NOT READY" in summary(app)  # the words carry the status without colour
+
+
+def test_fix_script_of_the_view_is_the_seam_function() -> None:
+    facts = by_name("module-userspace-mismatch").facts()  # type: ignore[union-attr]
+    from doctor.engine import diagnose
+
+    report = diagnose(facts)
+    bad = [f for f in report.findings if f.severity == "fail"]
+    assert fixes.script_formats(report, bad) == [fixes.BASH]
+    screen = FixScreen(report, bad, "x")
+    assert screen.script == fixes.fix_script(report, bad, "bash")

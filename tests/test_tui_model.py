@@ -1,0 +1,231 @@
+"""The TUI's plain-Python half (model, fix scripts, active-test events, live sampling) and its CLI entry:
+no terminal needed, and none of it imports Textual."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from doctor import cli
+from doctor.engine import diagnose
+from doctor.examples import by_name
+from doctor.findings import Finding, Fix, FixStep
+from doctor.host import Host
+from doctor.tui import active, fixes, model
+from doctor.tui.live import sample_gpus
+
+
+@pytest.fixture(autouse=True)
+def _bundled_matrix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def report_of(name: str):  # type: ignore[no-untyped-def]
+    example = by_name(name)
+    assert example is not None
+    return diagnose(example.facts())
+
+
+def modules_after(code: str) -> list[str]:
+    probe = f"import sys\n{code}\nprint(','.join(sorted(m for m in ('textual', 'rich') if m in sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    return [m for m in result.stdout.strip().split(",") if m]
+
+
+# --- import hygiene ----------------------------------------------------------------------------------
+
+
+def test_tui_model_fixes_active_live_and_examples_do_not_import_textual() -> None:
+    assert modules_after("import doctor.tui.model, doctor.tui.fixes, doctor.tui.active, doctor.tui.live, "
+                         "doctor.examples, doctor.commands.tui") == []
+
+
+def test_engine_checks_and_probes_do_not_import_textual() -> None:
+    assert "textual" not in modules_after("import doctor.engine, doctor.checks, doctor.probes, doctor.facts")
+
+
+def test_help_lists_tui_and_demo_without_importing_textual() -> None:
+    code = ("import contextlib, io\nfrom doctor.cli import main\nbuf = io.StringIO()\n"
+            "with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):\n    main(['--help'])\n"
+            "assert 'tui' in buf.getvalue() and 'demo' in buf.getvalue()")
+    assert "textual" not in modules_after(code)
+
+
+# --- the command line -------------------------------------------------------------------------------
+
+
+def _dispatch(monkeypatch: pytest.MonkeyPatch, tty: bool) -> list[str]:
+    ran: list[str] = []
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: tty, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: tty, raising=False)
+    import doctor.commands.check as check_cmd
+    import doctor.commands.tui as tui_cmd
+
+    monkeypatch.setattr(tui_cmd, "run", lambda name, args: ran.append(name) or 0)
+    monkeypatch.setattr(check_cmd, "run", lambda name, args: ran.append(name) or 0)
+    assert cli.main([]) == 0
+    return ran
+
+
+def test_bare_command_on_a_terminal_opens_the_tui(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _dispatch(monkeypatch, tty=True) == ["tui"]
+
+
+def test_bare_command_piped_runs_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _dispatch(monkeypatch, tty=False) == ["check"]
+
+
+def test_tui_without_a_terminal_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
+    path = Path(__file__).parent.parent / "doctor" / "examples" / "healthy-8x-h100.json"
+    assert cli.main(["tui", "--facts", str(path)]) == cli.EXIT_USAGE
+    assert "needs a terminal; `gpu-doctor check` prints the report instead" in capsys.readouterr().err
+    assert cli.main(["demo"]) == cli.EXIT_USAGE
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["tui", "--facts", "-"], "the TUI reads the keyboard on standard input"),
+    (["tui", "--facts", "/nonexistent/facts.json"], "--facts /nonexistent/facts.json:"),
+    (["tui", "--root", "/nonexistent/root"], "--root /nonexistent/root: not a directory"),
+])
+def test_tui_input_errors_are_one_line_before_the_screen_opens(argv: list[str], message: str,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(argv) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_demo_list_names_every_example(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["demo", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "r470-geforce-cu124-torch" in out and "CUDA 12 PyTorch on an R470 driver" in out
+    assert len(out.splitlines()) == 6
+
+
+# --- the model ------------------------------------------------------------------------------------
+
+
+def test_areas_come_in_report_order_with_problems_first() -> None:
+    areas = model.areas(report_of("debian12-535-no-gpu"))
+    assert [a.name for a in areas] == ["Driver", "GPUs", "CUDA toolkit", "cuDNN", "Python & frameworks",
+                                       "Environment"]
+    driver = areas[0]
+    assert driver.status == "fail" and [f.code for f in driver.problems] == ["driver.not_loaded",
+                                                                            "driver.too_old_for_cuda_runtime"]
+    assert driver.counts_text() == "2✗ 1✓"
+    assert areas[1].status == "none" and areas[1].counts_text() == "not checked"
+    assert all(c.status in ("skipped", "not_applicable") for c in areas[1].not_checked)
+
+
+def test_status_and_host_lines_quote_the_report() -> None:
+    report = report_of("module-userspace-mismatch")
+    assert model.status_line(report) == "✗ NOT READY: 1 failure, 0 warnings, 11 ok"
+    assert model.host_line(report).startswith(
+        "Ubuntu 22.04.5 LTS · kernel 5.15.0-122-generic · module 535.104.05 / user space 535.129.03 · "
+        "CUDA API 12.2 · 1 NVIDIA GPU(s) on PCI only")
+
+
+def test_evidence_splits_into_facts_and_matrix_rows_with_their_links() -> None:
+    report = report_of("r470-geforce-cu124-torch")
+    f = next(x for x in report.findings if x.code == "framework.cuda_newer_than_driver")
+    facts_ev, rules = model.split_evidence(f)
+    assert [e.fact for e in facts_ev][:1] == ["driver.kernel_module"]
+    assert rules and all(e.source.startswith("https://") for e in rules)  # type: ignore[union-attr]
+
+
+def test_gpu_rows_and_memory_bar() -> None:
+    facts = by_name("shared-p100-memory-held").facts()  # type: ignore[union-attr]
+    row = model.gpu_row(facts.gpus[0])
+    assert row == ("0", "Tesla P100-PCIE-12GB", "6.0", "██████████ 11.1/11 GiB", "31°C", "25 W", "gen3 x16",
+                   "0 unc.")
+    assert model.memory_bar(None, 100) == "?"
+    assert model.memory_bar(0, 8192, width=4) == "░░░░ 0.0/8 GiB"
+    degraded = replace(facts.gpus[0], pcie_gen_current=1, pcie_width_current=8, temperature_c=None)
+    assert model.gpu_row(degraded)[6] == "gen1 x8 (max gen3 x16)" and model.gpu_row(degraded)[4] == "–"
+
+
+def test_no_table_reason_quotes_nvml_and_the_pci_bus() -> None:
+    mismatch = by_name("module-userspace-mismatch").facts()  # type: ignore[union-attr]
+    assert model.driver_gpus(mismatch) == []
+    reason = model.no_table_reason(mismatch)
+    assert "On the PCI bus: 00000000:01:00.0 (device 0x20B210DE)." in reason
+    assert "NVML: Driver/library version mismatch." in reason
+
+
+def test_markdown_export_has_problems_in_full_and_passes_in_one_line() -> None:
+    text = model.export_text("report.md", report_of("debian12-535-no-gpu"), "no GPU")
+    assert text.startswith("# gpu-doctor report: no GPU\n")
+    assert "### ✗ NVIDIA driver 535.309.01 is installed but its kernel module is not loaded" in text
+    assert "```bash\nlspci -nn\n```" in text
+    assert "- ✓ CUDA toolkit found: 13.0 at /usr/local/cuda-13.0" in text
+    with pytest.raises(ValueError):
+        model.export_text("report.xml", report_of("debian12-535-no-gpu"))
+
+
+def test_json_exports_are_the_public_schemas() -> None:
+    report = report_of("healthy-8x-h100")
+    assert json.loads(model.export_text("report.json", report))["schema"] == "gpu-doctor.report/v1"
+    assert json.loads(model.export_text("facts.json", report))["schema"] == "gpu-doctor.facts/v1"
+
+
+# --- fix scripts (the seam the fix-plan work replaces) ----------------------------------------------------
+
+
+HOSTILE = Finding("x.y", "fail", "title $(reboot)\nsecond line", fix=Fix(
+    "do it; rm -rf /\nthen check",
+    [FixStep(["apt-get", "install", "nvidia-driver-550; rm -rf /"], root=True, note="the driver"),
+     FixStep(["reboot"], root=True, risk="reboot"),
+     FixStep(["rm", "-rf", "/var/cache/x"], risk="destructive")]))
+
+
+def test_fix_script_runs_safe_steps_and_comments_out_the_rest() -> None:
+    script = fixes.fix_script(report_of("healthy-8x-h100"), [HOSTILE])
+    lines = script.splitlines()
+    assert lines[0] == "#!/usr/bin/env bash" and "set -euo pipefail" in lines
+    assert "sudo apt-get install 'nvidia-driver-550; rm -rf /'" in lines  # quoted: one argument
+    assert "# sudo reboot" in lines and "sudo reboot" not in lines
+    assert "# rm -rf /var/cache/x" in lines and "rm -rf /var/cache/x" not in lines
+    assert "# title $(reboot)" in lines and "# second line" in lines  # prose stays comments
+    assert [ln for ln in lines if not ln.startswith("#") and ln.strip()] == [
+        "set -euo pipefail", "sudo apt-get install 'nvidia-driver-550; rm -rf /'"]
+
+
+def test_fix_script_is_valid_bash() -> None:
+    script = fixes.fix_script(report_of("module-userspace-mismatch"),
+                              [f for f in report_of("module-userspace-mismatch").findings if f.fix] + [HOSTILE])
+    assert subprocess.run(["bash", "-n"], input=script, text=True, check=False).returncode == 0
+    if shutil.which("shellcheck"):
+        assert subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, text=True, check=False).returncode == 0
+
+
+def test_only_existing_formats_are_offered() -> None:
+    report = report_of("healthy-8x-h100")
+    assert fixes.script_formats(report, [HOSTILE]) == [fixes.BASH]
+    assert fixes.script_formats(report, [Finding("a.b", "ok", "fine")]) == []
+    with pytest.raises(ValueError):
+        fixes.fix_script(report, [HOSTILE], "apt")
+    assert fixes.script_file_name([HOSTILE]) == "gpu-doctor-fix-x-y.sh"
+    assert fixes.script_file_name([HOSTILE, HOSTILE]) == "gpu-doctor-fix-all.sh"
+
+
+# --- active tests and live sampling -----------------------------------------------------------------
+
+
+def test_active_tests_are_unavailable_until_the_engine_has_a_runner() -> None:
+    assert active.engine_runner() is None
+    assert active.unavailable_reason(None, live=True) == active.NOT_AVAILABLE
+    assert "recorded snapshot" in (active.unavailable_reason(lambda t, f: iter(()), live=False) or "")
+    assert active.unavailable_reason(lambda t, f: iter(()), live=True) is None
+    assert active.OOM.confirm and not active.SMOKE.confirm
+
+
+def test_live_sample_on_this_machine_answers_with_gpus_or_the_reason() -> None:
+    sample = sample_gpus(Host(root=Path("/"), timeout=10))
+    assert sample.gpus or sample.error  # no GPU here: NVML's own words ("Driver Not Loaded") or why it failed
+    if not sample.gpus and Path("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1").exists():
+        assert sample.error == "Driver Not Loaded"
