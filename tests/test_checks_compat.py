@@ -465,3 +465,19 @@ def test_tricky_case_snapshot_gives_the_verdict_with_its_source(overrides: dict,
     assert any(str(e.get("source") or "").startswith(source) for e in f["evidence"]), f["evidence"]
     main(["check", "--facts", str(snap), "-v", check_id])
     assert source in capsys.readouterr().out
+
+
+def test_driver_too_old_for_torch_proposes_the_same_release_for_an_older_cuda() -> None:
+    facts = make_facts(**driver("550.120"), gpus=[RTX4090], python_envs=env(torch("2.14.1", "13.0")))
+    _status, (f,) = outcome(facts, "framework.cuda_newer_than_driver")
+    assert f.severity == "fail" and f.fix is not None
+    # 2.14.1 also comes as cu126, whose arch list (sm_50…sm_90) covers the RTX 4090 (8.9); 550 runs 12.6 by MVC
+    assert "install torch 2.14.1 built for CUDA 12.6 (minor-version)" in f.fix.summary
+    assert "--index-url https://download.pytorch.org/whl/cu126" in f.fix.summary
+
+
+def test_alternative_with_an_unknown_arch_list_says_so() -> None:
+    facts = make_facts(**driver("470.223.02"), gpus=[RTX4090], python_envs=env(torch("2.5.1", "12.4")))
+    _status, (f,) = outcome(facts, "framework.cuda_newer_than_driver")
+    assert f.fix is not None and "torch 2.5.1 built for CUDA 11.8" in f.fix.summary
+    assert "not in the matrix: confirm with --deep" in f.fix.summary

@@ -93,8 +93,40 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
                   "on LD_LIBRARY_PATH, or upgrade the driver."
         else:
             fix = f"Upgrade the driver to ≥ {v.needs or '?'}, or use a build for an older CUDA{alt}."
+            other = _torch_for_driver(m, facts, who) if who.startswith("torch ") else None
+            if other:
+                fix = (f"Upgrade the driver to ≥ {v.needs or '?'}, or keep the driver and install torch {other[0]} "
+                       f"built for CUDA {other[1]} ({other[2]}): pip install --force-reinstall torch=={other[0]} "
+                       f"--index-url https://download.pytorch.org/whl/cu{other[1].replace('.', '')}")
         yield finding(code, "fail", f"{who} needs a newer driver than {_driver(facts) or '?'}",
                       v.explanation + alt + ".", evidence, fix=fix)
+
+
+def _torch_for_driver(m: Matrix, facts: Facts, who: str) -> tuple[str, str, str] | None:
+    """A torch build this driver runs: the same release for an older CUDA first, else the newest release
+    whose build suits the driver and the GPUs (the planner's answer)."""
+    from doctor.queries import QueryError, plan
+
+    version = who.split()[1].split("+", 1)[0]
+    drv = _driver(facts)
+    if not drv:
+        return None
+    gpus = [g for g in _gpus(facts) if (g.compute_capability or m.gpu(g.name))]
+    row = m.torch(version)
+    for var in sorted((row or {}).get("variant", []), key=lambda v: vtuple(v["cuda"]), reverse=True):
+        verdict = _verdict(m, facts, var["cuda"])
+        if not verdict.ok:
+            continue
+        if not var.get("arch_list"):
+            return version, var["cuda"], f"{verdict.rule}; its arch list is not in the matrix: confirm with --deep"
+        if all(_supports(g.compute_capability or (m.gpu(g.name) or {})["compute_capability"], var["arch_list"],
+                         var.get("ptx")) for g in gpus):
+            return version, var["cuda"], verdict.rule
+    try:
+        p = plan(m, gpus[0].name if gpus else None, drv, None, None)
+    except QueryError:
+        return None
+    return (p["torch"], p["cuda"], p["rule"]) if p.get("possible") else None
 
 
 @check("driver.too_old_for_cuda_runtime", "Driver", "The driver runs the CUDA toolkits installed.", static=True)
