@@ -17,7 +17,6 @@ NO_DRIVER = {
     "driver__kernel_module": None,
     "driver__cuda_driver_api": None,
     "driver__module_loaded": False,
-    "driver__cuda_driver_api": None,
     "driver__packages": [],
     "driver__device_nodes": [],
 }
