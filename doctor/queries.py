@@ -179,9 +179,27 @@ def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, pytho
                 "install": f"pip install torch=={row['version']} --index-url {_index_url(var['cuda'])}",
                 "torchvision": row.get("torchvision"), "cudnn": var.get("cudnn"),
                 "min_driver": (m.min_driver(var["cuda"]) or {}).get("linux_min_driver"),
+                "base_image": base_image(m, var["cuda"]),
                 "source": _src(var) or _src(row),
             }
     return {"possible": False, "why": _why(m, blocked, spec, want, cc, drv)}
+
+
+NVIDIA_CUDA_TAGS = "https://gitlab.com/nvidia/container-images/cuda/blob/master/doc/supported-tags.md"
+
+
+def base_image(m: Matrix, cuda: str) -> dict[str, str] | None:
+    """An nvidia/cuda base image of the same CUDA minor, for images that need the system runtime too.
+
+    NVIDIA tags them ``<full CUDA version>-<flavour>-<os>``; the newest release of that minor in the
+    toolkit table is used. Wheels bring their own runtime, so ``base`` is the lean choice for torch.
+    """
+    rows = m.toolkit_rows(major_minor(cuda) or cuda)
+    if not rows:
+        return None
+    full = rows[-1]["version"]
+    return {"tag": f"nvidia/cuda:{full}-base-ubuntu22.04", "runtime": f"nvidia/cuda:{full}-runtime-ubuntu22.04",
+            "source": NVIDIA_CUDA_TAGS}
 
 
 def _why(m: Matrix, blocked: dict[str, list[str]], spec: Any, want: str | None, cc: str | None,

@@ -360,6 +360,9 @@ def test_plan_h100_on_535_with_torch_2_4_or_newer() -> None:
     assert p["rule"] == "minor-version"
     assert p["install"] == f"pip install torch=={p['torch']} --index-url https://download.pytorch.org/whl/cu" \
                            f"{p['cuda'].replace('.', '')}"
+    # the base image's CUDA is the newest release of the same minor in NVIDIA's table (RN)
+    assert p["base_image"]["tag"].startswith(f"nvidia/cuda:{p['cuda']}.") and p["base_image"]["tag"].endswith(
+        "-base-ubuntu22.04")
 
 
 def test_plan_rtx5090_on_550_is_impossible_and_says_why() -> None:

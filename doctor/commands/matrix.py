@@ -161,6 +161,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             lines.append(f"  cuDNN {result['cudnn']} comes with the wheel")
         if result.get("min_driver"):
             lines.append(f"  needs driver ≥ {result['min_driver']} natively")
+        if result.get("base_image"):
+            lines.append(f"  base image: {result['base_image']['tag']} (or {result['base_image']['runtime']}; "
+                         f"tags: {result['base_image']['source']})")
         lines.append(f"  source: {result['source']}")
     else:
         lines = [f"No PyTorch build fits: {result['why']}"]
