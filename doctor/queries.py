@@ -130,7 +130,8 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
     }
 
 
-def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, python: str | None) -> dict[str, Any]:
+def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, python: str | None,
+         explain: bool = True) -> dict[str, Any]:
     """The newest torch build that fits every constraint, or which constraint makes it impossible."""
     spec = _spec(want)
     cc = None
@@ -182,7 +183,7 @@ def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, pytho
                 "base_image": base_image(m, var["cuda"]),
                 "source": _src(var) or _src(row),
             }
-    return {"possible": False, "why": _why(m, blocked, spec, want, cc, drv)}
+    return {"possible": False, "why": _why(m, blocked, spec, want, cc, drv) if explain else ""}
 
 
 NVIDIA_CUDA_TAGS = "https://gitlab.com/nvidia/container-images/cuda/blob/master/doc/supported-tags.md"
@@ -210,7 +211,7 @@ def _why(m: Matrix, blocked: dict[str, list[str]], spec: Any, want: str | None, 
     if blocked["driver"]:
         first = blocked["driver"][0]
         parts.append(f"driver {drv} is too old for {first}: upgrade the driver")
-        older = plan(m, None, drv, None, None) if drv else None
+        older = plan(m, None, drv, None, None, explain=False) if drv else None
         if older and older.get("possible"):
             parts.append(f"or relax the version: torch {older['torch']} cu{older['cuda'].replace('.', '')} runs on it")
     if blocked["gpu"]:

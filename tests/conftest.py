@@ -9,8 +9,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from factories import make_facts
 
-from doctor.engine import Report, diagnose
+from doctor.engine import CheckResult, Report, diagnose
 from doctor.facts import Facts
+from doctor.findings import Finding
 
 DATA = Path(__file__).parent / "data"
 
@@ -29,6 +30,27 @@ def run_check(facts: Facts, check_id: str) -> Report:
     chk = by_id(check_id)
     assert chk is not None, check_id
     return diagnose(facts, checks=[chk])
+
+
+def outcome(facts: Facts, check_id: str) -> tuple[CheckResult, list[Finding]]:
+    """Run one check: its result (status, reason) and its findings."""
+    report = run_check(facts, check_id)
+    (result,) = report.checks
+    return result, report.findings
+
+
+def only(facts: Facts, check_id: str) -> Finding:
+    """The single finding one check gives; its severity is the check's status."""
+    result, findings = outcome(facts, check_id)
+    assert len(findings) == 1, findings
+    assert result.status == findings[0].severity
+    return findings[0]
+
+
+def commands(f: Finding) -> list[list[str]]:
+    """The argv of each step of a finding's fix."""
+    assert f.fix is not None
+    return [s.command for s in f.fix.steps]
 
 
 @pytest.fixture

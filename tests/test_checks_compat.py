@@ -484,3 +484,8 @@ def test_alternative_with_an_unknown_arch_list_says_so() -> None:
     _status, (f,) = outcome(facts, "framework.cuda_newer_than_driver")
     assert f.fix is not None and "torch 2.5.1 built for CUDA 11.8" in f.fix.summary
     assert "not in the matrix: confirm with --deep" in f.fix.summary
+
+
+def test_plan_on_a_driver_no_torch_build_runs_on_explains_without_looping() -> None:
+    p = queries.plan(bundled(), None, "410.48", None, None)
+    assert p["possible"] is False and "driver 410.48 is too old" in p["why"]

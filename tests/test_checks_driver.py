@@ -5,12 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import run_check
+from conftest import commands, only, outcome
 from factories import H100, make_facts
 
-from doctor.engine import CheckResult
-from doctor.facts import Facts, Package
-from doctor.findings import Finding
+from doctor.facts import Package
 
 NO_DRIVER = {
     "driver__userspace": None,
@@ -36,24 +34,6 @@ NO_GPU_ON_PCI_WITH_USERSPACE = {
     "host__pci_nvidia_gpus": 0,
     "gpus": [],
 }
-
-
-def outcome(facts: Facts, check_id: str) -> tuple[CheckResult, list[Finding]]:
-    report = run_check(facts, check_id)
-    (result,) = report.checks
-    return result, report.findings
-
-
-def only(facts: Facts, check_id: str) -> Finding:
-    result, findings = outcome(facts, check_id)
-    assert len(findings) == 1, findings
-    assert result.status == findings[0].severity
-    return findings[0]
-
-
-def commands(f: Finding) -> list[list[str]]:
-    assert f.fix is not None
-    return [s.command for s in f.fix.steps]
 
 
 # --- driver.missing ---------------------------------------------------------------------------

@@ -5,12 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import run_check
+from conftest import commands, only, outcome
 from factories import H100, make_facts, torch_env
 
-from doctor.engine import CheckResult
 from doctor.facts import ContainerToolkit, Facts, LibRef, MigDevice, Package, PyPackage, PythonEnv
-from doctor.findings import Finding
 
 NO_DRIVER = {
     "driver__userspace": None,
@@ -25,24 +23,6 @@ A100 = replace(H100, index=1, name="NVIDIA A100-SXM4-80GB", uuid="GPU-aaaaaaaa-b
                pci_bus_id="00000000:3B:00.0", pci_device_id="0x20B210DE", compute_capability="8.0")
 TORCH_CPU = torch_env("2.13.0+cpu", cuda=None, cpu_only=True)
 WSL_LIBCUDA = LibRef("/usr/lib/wsl/lib/libcuda.so.1", None, stub=False)
-
-
-def outcome(facts: Facts, check_id: str) -> tuple[CheckResult, list[Finding]]:
-    report = run_check(facts, check_id)
-    (result,) = report.checks
-    return result, report.findings
-
-
-def only(facts: Facts, check_id: str) -> Finding:
-    result, findings = outcome(facts, check_id)
-    assert len(findings) == 1, findings
-    assert result.status == findings[0].severity
-    return findings[0]
-
-
-def commands(f: Finding) -> list[list[str]]:
-    assert f.fix is not None
-    return [s.command for s in f.fix.steps]
 
 
 def env_with(*packages: PyPackage, error: str | None = None) -> list[PythonEnv]:

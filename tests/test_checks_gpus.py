@@ -6,36 +6,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from conftest import run_check
+from conftest import commands, only, outcome
 from factories import H100, make_facts
 
 from doctor.checks.gpus import ACTION_TEXT, SLOWDOWNS, xid_catalog
-from doctor.engine import CheckResult
-from doctor.facts import Facts, GpuProcess, XidEvent
-from doctor.findings import Finding
+from doctor.facts import GpuProcess, XidEvent
 
 GPU_CHECKS = ("gpu.memory_in_use", "gpu.hardware_fault", "gpu.throttling", "gpu.pcie_degraded")
 H100_1 = replace(H100, index=1, uuid="GPU-99999999-8888-7777-6666-555555555555",
                  pci_bus_id="00000000:3B:00.0")
 BUS = "0000:18:00.0"
-
-
-def outcome(facts: Facts, check_id: str) -> tuple[CheckResult, list[Finding]]:
-    report = run_check(facts, check_id)
-    (result,) = report.checks
-    return result, report.findings
-
-
-def only(facts: Facts, check_id: str) -> Finding:
-    result, findings = outcome(facts, check_id)
-    assert len(findings) == 1, findings
-    assert result.status == findings[0].severity
-    return findings[0]
-
-
-def commands(f: Finding) -> list[list[str]]:
-    assert f.fix is not None
-    return [s.command for s in f.fix.steps]
 
 
 def catalog_row(**match: Any) -> dict[str, Any]:

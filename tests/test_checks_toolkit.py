@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run_check
+from conftest import only, outcome
 from factories import make_facts, torch_env
 
-from doctor.engine import CheckResult
-from doctor.facts import Facts, LibRef, PyPackage, PythonEnv, Toolkit
-from doctor.findings import Finding
+from doctor.facts import LibRef, PyPackage, PythonEnv, Toolkit
 
 NO_TOOLKIT = {"toolkits": [], "loader__nvcc_on_path": None, "loader__libcudart": None}
 TF_GPU = PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=False)
@@ -17,19 +15,6 @@ TF_GPU = PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=Fals
 def env_with(*packages: PyPackage) -> list[PythonEnv]:
     return [PythonEnv(executable="/venv/bin/python", version="3.11.9", origin="VIRTUAL_ENV",
                       packages=list(packages))]
-
-
-def outcome(facts: Facts, check_id: str) -> tuple[CheckResult, list[Finding]]:
-    report = run_check(facts, check_id)
-    (result,) = report.checks
-    return result, report.findings
-
-
-def only(facts: Facts, check_id: str) -> Finding:
-    result, findings = outcome(facts, check_id)
-    assert len(findings) == 1, findings
-    assert result.status == findings[0].severity
-    return findings[0]
 
 
 # --- toolkit.missing --------------------------------------------------------------------------

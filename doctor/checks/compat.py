@@ -140,8 +140,9 @@ def framework_cuda_vs_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
     yield from _driver_vs_runtimes(facts, ctx, "framework", "framework.cuda_newer_than_driver")
 
 
-@check("driver.too_old_for_gpu", "Driver", "The driver is new enough for each GPU's architecture.")
-def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
+def _gpus_with_arch(facts: Facts, ctx: Context) -> Iterator[tuple[Gpu, Row, str, list[Evidence]]]:
+    """Each visible GPU whose architecture the matrix knows, with the driver and the evidence both
+    driver-vs-GPU rules quote."""
     m = _matrix(ctx)
     drv = _driver(facts)
     gpus = _gpus(facts)
@@ -151,10 +152,18 @@ def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise Skip("the driver version is unknown")
     for g in gpus:
         row, arch = m.gpu_for_facts(g.name, g.compute_capability)
-        if not arch or not arch.get("first_driver"):
+        if arch:
+            yield g, arch, drv, [ev(facts, "driver.kernel_module" if facts.driver.kernel_module else
+                                    "driver.userspace"), ev(facts, "driver.module_flavor"),
+                                 Evidence(f"gpus[{g.index}].name", g.name, g.source),
+                                 *row_evidence([r for r in (row, arch) if r])]
+
+
+@check("driver.too_old_for_gpu", "Driver", "The driver is new enough for each GPU's architecture.")
+def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    for g, arch, drv, evidence in _gpus_with_arch(facts, ctx):
+        if not arch.get("first_driver"):
             continue
-        evidence = [ev(facts, "driver.kernel_module" if facts.driver.kernel_module else "driver.userspace"),
-                    Evidence(f"gpus[{g.index}].name", g.name, g.source), *row_evidence([r for r in (row, arch) if r])]
         if vtuple(drv) < vtuple(arch["first_driver"]):
             yield finding("driver.too_old_for_gpu", "fail",
                           f"{g.name} ({arch['name']}) needs driver ≥ {arch['first_driver']}; found {drv}",
@@ -169,19 +178,7 @@ def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
 @check("driver.gpu_unsupported_by_driver", "Driver",
        "The driver branch (and kernel-module flavour) still supports each GPU.")
 def gpu_unsupported_by_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    m = _matrix(ctx)
-    drv = _driver(facts)
-    gpus = _gpus(facts)
-    if not gpus:
-        raise NotApplicable("no GPU visible")
-    if not drv:
-        raise Skip("the driver version is unknown")
-    for g in gpus:
-        row, arch = m.gpu_for_facts(g.name, g.compute_capability)
-        if not arch:
-            continue
-        evidence = [ev(facts, "driver.kernel_module" if facts.driver.kernel_module else "driver.userspace"),
-                    ev(facts, "driver.module_flavor"), *row_evidence([r for r in (row, arch) if r])]
+    for g, arch, drv, evidence in _gpus_with_arch(facts, ctx):
         last = arch.get("last_driver_branch")
         if last and vtuple(drv)[:1] > vtuple(str(last))[:1]:
             yield finding("driver.gpu_unsupported_by_driver", "fail",

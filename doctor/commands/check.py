@@ -89,13 +89,18 @@ def collect_from_args(args: argparse.Namespace) -> Any:
     return collect(host_from_args(args), pythons=args.python, deep=args.deep, deep_timeout=args.deep_timeout)
 
 
+def read_input(path: str, option: str) -> str:
+    """The text of a file named on the command line (- for standard input); a usage error if unreadable."""
+    try:
+        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: {exc.strerror or exc}") from None
+
+
 def load_facts_file(path: str) -> Any:
     from doctor.facts import FactsError, load_facts
 
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"--facts {path}: {exc.strerror or exc}") from None
+    text = read_input(path, "--facts")
     try:
         return load_facts(text)
     except FactsError as exc:
@@ -105,10 +110,7 @@ def load_facts_file(path: str) -> Any:
 def facts_from_collect_env(path: str) -> Any:
     from doctor.collect_env import CollectEnvError, parse
 
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"--from-collect-env {path}: {exc.strerror or exc}") from None
+    text = read_input(path, "--from-collect-env")
     try:
         return parse(text)
     except CollectEnvError as exc:
