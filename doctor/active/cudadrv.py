@@ -50,6 +50,11 @@ SIGNATURES: dict[str, list[Any]] = {
     "cuEventSynchronize": [HANDLE],
     "cuEventElapsedTime": [P(ctypes.c_float), HANDLE, HANDLE],
     "cuEventDestroy_v2": [HANDLE],
+    # several GPUs: switch contexts, peer access between them, copies from one GPU's memory to another's
+    "cuCtxSetCurrent": [HANDLE],
+    "cuDeviceCanAccessPeer": [P(ctypes.c_int), CUdevice, CUdevice],
+    "cuCtxEnablePeerAccess": [HANDLE, ctypes.c_uint],
+    "cuMemcpyPeer": [CUdeviceptr, HANDLE, CUdeviceptr, HANDLE, ctypes.c_size_t],
 }
 
 # CUdevice_attribute values (cuda.h)
@@ -62,6 +67,7 @@ ATTR_CC_MINOR = 76
 JIT_ERROR_LOG_BUFFER = 5
 JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
 OUT_OF_MEMORY = 2
+PEER_ACCESS_ALREADY_ENABLED = 704
 
 
 class CudaError(Exception):
@@ -211,3 +217,12 @@ class Driver:
         ms = ctypes.c_float(0)
         self.call("cuEventElapsedTime", ctypes.byref(ms), start, end)
         return float(ms.value)
+
+
+    def can_access_peer(self, dev: int, peer: int) -> bool:
+        v = ctypes.c_int(0)
+        self.call("cuDeviceCanAccessPeer", ctypes.byref(v), dev, peer)
+        return bool(v.value)
+
+    def set_current(self, ctx: int) -> None:
+        self.call("cuCtxSetCurrent", ctx or None)

@@ -29,6 +29,7 @@ from doctor.active.cudadrv import (
     ATTR_MAX_THREADS_PER_MULTIPROCESSOR,
     ATTR_MULTIPROCESSOR_COUNT,
     OUT_OF_MEMORY,
+    PEER_ACCESS_ALREADY_ENABLED,
     CudaError,
     Driver,
 )
@@ -52,7 +53,7 @@ def emit(event: str, **data: Any) -> None:
 class Steps:
     """Progress of one GPU among several: step k of n on GPU i of m → one fraction for the whole run."""
 
-    def __init__(self, gpu: int, position: int, of: int, steps: int) -> None:
+    def __init__(self, gpu: int | None, position: int, of: int, steps: int) -> None:
         self.gpu, self.position, self.of, self.steps, self.done = gpu, position, of, steps, 0
         self.current = ""
 
@@ -360,6 +361,109 @@ def allocate_all(drv: Driver, largest: int, held: Held, step: Steps, max_calls: 
     return total, len(held.device), calls, drv.mem_info()[0]
 
 
+# --- several GPUs: topology, peer access, peer copies ---------------------------------------------
+
+MULTI_STEPS = 5
+
+
+def multi_gpu(drv: Driver, nvml: Nvml, ordinals: list[int], step: Steps, opts: dict[str, Any]) -> None:
+    """Between every two selected GPUs: NVML's topology and NVLink links, cuDeviceCanAccessPeer, and a timed
+    cuMemcpyPeer each way (peer access enabled where possible), its data compared byte for byte."""
+    out: dict[str, Any] = {"gpus": ordinals}
+
+    def publish() -> None:
+        emit("fact", gpu=None, data={"multi_gpu": out})
+
+    step("multi-GPU: topology and NVLink links (NVML)")
+    devs = {o: drv.device(o) for o in ordinals}
+    bus = {o: drv.pci_bus_id(devs[o]) for o in ordinals}
+    handles = {o: nvml.handle_for_bus(bus[o]) for o in ordinals}
+    out["bus_ids"] = {str(o): bus[o] for o in ordinals}
+    out["topology"] = {f"{a}-{b}": nvml.topology(handles[a], handles[b])
+                       for a in ordinals for b in ordinals if a < b}
+    out["nvlinks"] = {str(o): nvml.nvlinks(handles[o]) for o in ordinals}
+    out["pcie"] = {str(o): _pcie(nvml.reading(handles[o])) for o in ordinals}
+    publish()
+    step("multi-GPU: peer access matrix (cuDeviceCanAccessPeer)")
+    out["can_access_peer"] = {f"{a}>{b}": drv.can_access_peer(devs[a], devs[b])
+                              for a in ordinals for b in ordinals if a != b}
+    publish()
+    step("multi-GPU: a context per GPU, peer access enabled (cuCtxEnablePeerAccess)")
+    ctxs: dict[int, int] = {}
+    helds: dict[int, Held] = {}
+    out["peer_enable_errors"] = {}
+    out["copies"] = {}
+    try:
+        for o in ordinals:
+            ctxs[o] = drv.ctx_create(devs[o])
+            helds[o] = Held(drv)
+        for a in ordinals:
+            for b in ordinals:
+                if a == b or not out["can_access_peer"][f"{a}>{b}"]:
+                    continue
+                drv.set_current(ctxs[a])
+                rc = drv.rc("cuCtxEnablePeerAccess", ctxs[b], 0)
+                if rc not in (0, PEER_ACCESS_ALREADY_ENABLED):
+                    name, text = drv.describe(rc)
+                    out["peer_enable_errors"][f"{a}>{b}"] = CudaError("cuCtxEnablePeerAccess", rc, name,
+                                                                      text).to_dict()
+        publish()
+        size = max(MIB, min(opts.get("size_mib", 256), 256) * MIB)
+        for o in ordinals:
+            drv.set_current(ctxs[o])
+            size = max(MIB, min(size, drv.mem_info()[0] // 8) // MIB * MIB)
+        step(f"multi-GPU: peer copy bandwidth (cuMemcpyPeer, {size // MIB} MiB each way)")
+        first = ordinals[0]
+        drv.set_current(ctxs[first])
+        pattern = helds[first].host_alloc(size)
+        back = helds[first].host_alloc(size)
+        block = (bytes(range(251)) * (MIB // 251 + 1))[:MIB]
+        for off in range(0, size, MIB):
+            ctypes.memmove(pattern + off, block, min(MIB, size - off))
+        src: dict[int, int] = {}
+        dst: dict[int, int] = {}
+        events: dict[int, tuple[int, int]] = {}
+        for o in ordinals:
+            drv.set_current(ctxs[o])
+            src[o], dst[o] = helds[o].alloc(size), helds[o].alloc(size)
+            drv.call("cuMemcpyHtoD_v2", src[o], pattern, size)
+            events[o] = (helds[o].event(), helds[o].event())
+        for a in ordinals:
+            for b in ordinals:
+                if a == b:
+                    continue
+                step(f"multi-GPU: peer copy GPU {a} → GPU {b}", advance=False)
+                drv.set_current(ctxs[a])
+                start, stop = events[a]
+
+                def copy(a: int = a, b: int = b) -> None:
+                    drv.call("cuMemcpyPeer", dst[b], ctxs[b], src[a], ctxs[a], size)
+
+                ms = min(timed(drv, start, stop, copy) for _ in range(3))
+                drv.set_current(ctxs[b])
+                drv.call("cuMemcpyDtoH_v2", back, dst[b], size)
+                intact = ctypes.string_at(back, size) == ctypes.string_at(pattern, size)
+                out["copies"][f"{a}>{b}"] = {"bytes": size, "ms": ms, "gbs": _rate(size, ms), "intact": intact}
+                publish()
+    except CudaError as exc:
+        emit("error", gpu=None, step=step.current, error=exc.to_dict())
+    finally:
+        step("multi-GPU: releasing memory and destroying the contexts")
+        problems = []
+        for o, ctx in ctxs.items():
+            try:
+                drv.set_current(ctx)
+            except CudaError as exc:
+                problems.append(f"cuCtxSetCurrent: {exc.name}")
+            problems += helds[o].release()
+            try:
+                drv.call("cuCtxDestroy_v2", ctx)
+            except CudaError as exc:
+                problems.append(f"cuCtxDestroy_v2: {exc.name}")
+        out["cleanup_problems"] = problems
+        publish()
+
+
 # --- main -----------------------------------------------------------------------------------------
 
 
@@ -400,17 +504,26 @@ def main(argv: list[str]) -> int:
         return 0
     emit("fact", gpu=None, data={"device_count": count})
     wanted = list(range(count)) if opts.get("gpus", "all") == "all" else list(opts["gpus"])
+    valid = [o for o in wanted if 0 <= o < count]
+    multi = opts.get("mode", "smoke") == "smoke" and len(valid) >= 2 and opts.get("multi_gpu", True)
+    phases = len(wanted) + (1 if multi else 0)
     for pos, ordinal in enumerate(wanted):
         if not 0 <= ordinal < count:
             emit("error", gpu=ordinal, step="selecting the GPU",
                  error={"call": "cuDeviceGet", "code": 101, "name": "CUDA_ERROR_INVALID_DEVICE",
                         "text": f"no CUDA device {ordinal}: {count} visible (numbered from 0)"})
             continue
-        step = Steps(ordinal, pos, len(wanted), nsteps)
+        step = Steps(ordinal, pos, phases, nsteps)
         try:
             test(drv, nvml, ordinal, step, opts)
         except CudaError as exc:
             emit("error", gpu=ordinal, step=step.current, error=exc.to_dict())
+    if multi:
+        step = Steps(None, len(wanted), phases, MULTI_STEPS)
+        try:
+            multi_gpu(drv, nvml, valid, step, opts)
+        except CudaError as exc:
+            emit("error", gpu=None, step=step.current, error=exc.to_dict())
     with contextlib.suppress(Exception):
         nvml.close()
     emit("done")

@@ -13,6 +13,7 @@ import signal
 from typing import Any
 
 from doctor.active.cuerrors import meaning
+from doctor.active.multigpu import findings as multi_gpu_findings
 from doctor.findings import Evidence, Finding, Fix, FixStep
 
 MIB = 1 << 20
@@ -138,6 +139,7 @@ def smoke_findings(results: dict[str, Any], matrix: Any) -> list[Finding]:
             out.append(_f("gpu.cuda_error", "warn", f"{label(g)}: releasing the test's resources failed: "
                           + ", ".join(g["cleanup_problems"]),
                           evidence=[Evidence("active.cleanup", g["cleanup_problems"], "libcuda")]))
+    out += multi_gpu_findings((results.get("global") or {}).get("multi_gpu"))
     return out + end_findings(results, AREA_SMOKE)
 
 

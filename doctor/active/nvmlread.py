@@ -88,6 +88,31 @@ class Nvml:
             for p in procs if p.pid != me]
         return out
 
+    def topology(self, a: Any, b: Any) -> int | None:
+        """nvmlDeviceGetTopologyCommonAncestor: 0 same board, 10 one PCIe switch (PIX), 20 several (PXB),
+        30 the host bridge (PHB), 40 the NUMA node (NODE), 50 across sockets (SYS)."""
+        if self.n is None or a is None or b is None:
+            return None
+        return self._call(self.n.nvmlDeviceGetTopologyCommonAncestor, a, b)
+
+    def nvlinks(self, h: Any) -> list[dict[str, Any]] | None:
+        """Each NVLink link NVML answers for: {link, active, version, remote_bus}; None when the GPU has none
+        (NVML answers NOT_SUPPORTED for link 0) or NVML is not there."""
+        if self.n is None or h is None:
+            return None
+        n = self.n
+        links = []
+        for link in range(getattr(n, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                active = n.nvmlDeviceGetNvLinkState(h, link)
+            except Exception:  # NOT_SUPPORTED / INVALID_ARGUMENT: no such link on this GPU
+                continue
+            pci = self._call(n.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+            links.append({"link": link, "active": bool(active),
+                          "version": self._call(n.nvmlDeviceGetNvLinkVersion, h, link),
+                          "remote_bus": _text(pci.busId) if pci is not None else None})
+        return links or None
+
     @staticmethod
     def _call(fn: Any, *args: Any) -> Any:
         try:
@@ -98,6 +123,10 @@ class Nvml:
 
 def _text(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def bus_key(bus_id: str | None) -> tuple[int, ...] | None:
+    return _bus_key(bus_id)
 
 
 def _bus_key(bus_id: str | None) -> tuple[int, ...] | None:

@@ -54,21 +54,38 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         fw = p.add_argument_group("frameworks")
         fw.add_argument("--framework", choices=(*FRAMEWORKS, "all"),
                         help="test this framework (or all installed ones) in the target Python environment instead")
+        fw.add_argument("--nccl", action="store_true",
+                        help="run an NCCL all-reduce across all GPUs through torch.distributed in the target "
+                        "environment instead (one process per GPU) and report its bus bandwidth")
         fw.add_argument("--python", metavar="PATH", action="append", default=[],
-                        help="with --framework: the interpreter or environment directory (repeatable; default: the "
-                        "active environment, as `check` finds it)")
+                        help="with --framework / --nccl: the interpreter or environment directory (repeatable; "
+                        "default: the active environment, as `check` finds it)")
     else:
         p.add_argument("--force", action="store_true",
                        help="run even where other processes use the GPU (they may fail with out-of-memory meanwhile)")
+        fw = p.add_argument_group("torch")
+        fw.add_argument("--framework", choices=("torch",),
+                        help="probe through torch's caching allocator in the target environment instead: "
+                        "OutOfMemoryError, mem_get_info, recovery after empty_cache, PYTORCH_CUDA_ALLOC_CONF")
+        fw.add_argument("--batch-probe", metavar="MODULE:FACTORY",
+                        help="find the largest batch size that fits for your model: FACTORY() returns (model, "
+                        "make_batch), make_batch(n) the input for a batch of n; a forward and backward pass per try")
+        fw.add_argument("--batch-cap", type=int, default=4096, metavar="N",
+                        help="with --batch-probe: the largest batch size tried (default 4096)")
+        fw.add_argument("--python", metavar="PATH", action="append", default=[],
+                        help="with --framework / --batch-probe: the interpreter or environment directory")
 
 
 def run(name: str, args: argparse.Namespace) -> int:
     gpus = _gpus(args.gpu)
+    torch_mode = _torch_mode(name, args)
+    if torch_mode:
+        return _report(name, args, _torch_events(args, torch_mode))
     if name == "smoke" and args.framework:
         if args.gpu != "all":
             raise UsageError("--gpu applies to the driver smoke test; with --framework each framework uses its GPU 0")
         return _report(name, args, _framework_events(args))
-    if name == "smoke" and args.python:
+    if args.python:
         raise UsageError("--python selects the environment for --framework")
     if name == "smoke" and not 1 <= args.size_mib <= 65536:
         raise UsageError(f"--size-mib {args.size_mib}: between 1 and 65536")
@@ -117,6 +134,43 @@ def _gpus(text: str) -> Any:
     if n < 0:
         raise UsageError(f"--gpu {text}: GPU numbers start at 0")
     return [n]
+
+
+def _torch_mode(name: str, args: argparse.Namespace) -> str | None:
+    if name == "smoke":
+        if getattr(args, "nccl", False) and args.framework:
+            raise UsageError("--nccl and --framework are separate tests: run them one after the other")
+        return "allreduce" if getattr(args, "nccl", False) else None
+    if args.batch_probe:
+        if ":" not in args.batch_probe or not all(args.batch_probe.partition(":")[::2]):
+            raise UsageError(f"--batch-probe {args.batch_probe!r}: MODULE:FACTORY (e.g. mymodel:make)")
+        if not 1 <= args.batch_cap <= 1 << 24:
+            raise UsageError(f"--batch-cap {args.batch_cap}: between 1 and 16777216")
+        return "batch"
+    return "oom" if args.framework == "torch" else None
+
+
+def _targets(args: argparse.Namespace) -> list[str]:
+    from doctor.host import Host
+    from doctor.probes.pyenvs import target_pythons
+
+    host = Host()
+    for p in args.python:
+        if not host.path(p).exists():
+            raise UsageError(f"--python {p}: no such interpreter or environment")
+    targets = target_pythons(host, args.python)
+    if not targets:
+        raise UsageError("no Python environment to test: give --python PATH")
+    return [exe for exe, _origin in targets]
+
+
+def _torch_events(args: argparse.Namespace, mode: str) -> Any:
+    from doctor.active.torchmem import DEFAULT_TIMEOUT, torch_events
+
+    if args.gpu != "all":
+        raise UsageError("--gpu applies to the driver tests; torch uses its GPU 0 (set CUDA_VISIBLE_DEVICES)")
+    return torch_events(_targets(args), mode, getattr(args, "batch_probe", None), getattr(args, "batch_cap", 4096),
+                        args.timeout or DEFAULT_TIMEOUT)
 
 
 def _framework_events(args: argparse.Namespace) -> Any:

@@ -43,6 +43,17 @@
  *   FAKE_CUDA_LOG=PATH           append one line per context, allocation and free to PATH (for asserting
  *                                call counts and that every byte was released)
  *
+ * Several GPUs (the multi-GPU checks): cuCtxSetCurrent switches between contexts, and
+ *
+ *   FAKE_CUDA_PEER=0-1,2-3       the pairs cuDeviceCanAccessPeer says yes to (both directions; "none": no
+ *                                pair; default: every pair of distinct devices)
+ *   FAKE_CUDA_PEER_ENABLE_ERROR=N  cuCtxEnablePeerAccess returns N (217 peer access unsupported, 711 too many
+ *                                peers) although cuDeviceCanAccessPeer said yes
+ *   FAKE_CUDA_PEER_GBS=40        cuMemcpyPeer's rate between two devices whose contexts enabled peer access
+ *   FAKE_CUDA_PEER_GBS_<i>_<j>=R that rate for the pair i < j (e.g. an NVLink pair vs a PCIe pair)
+ *                                (without peer access the copy is staged through the host: FAKE_CUDA_PCIE_GBS / 2)
+ *   FAKE_CUDA_PEER_WRONG=I       cuMemcpyPeer delivers byte I changed (a corrupting peer path)
+ *
  * Kernels: cuModuleGetFunction finds the `.entry NAME(` in the PTX text and checks its parameter list
  * against the table KERNELS below (a PTX file and this fake cannot drift apart silently); cuLaunchKernel
  * then does in host memory what that PTX does. Device memory is backed by host memory only when a copy
@@ -80,11 +91,13 @@ enum {
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_ECC_UNCORRECTABLE = 214,
+    CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
     CUDA_ERROR_INVALID_PTX = 218,
     CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+    CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
 };
 
 enum {
@@ -116,6 +129,7 @@ static const struct {
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
     {214, "CUDA_ERROR_ECC_UNCORRECTABLE", "uncorrectable ECC error encountered"},
+    {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
     {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
     {221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "PTX JIT compiler library not found"},
     {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."},
@@ -125,6 +139,9 @@ static const struct {
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {702, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
+    {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
+    {705, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "peer access has not been enabled"},
+    {711, "CUDA_ERROR_TOO_MANY_PEERS", "peer mapping resources exhausted"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {802, "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"},
     {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "system has unsupported display driver / cuda driver combination"},
@@ -331,6 +348,7 @@ struct fake_ctx {
     struct allocation *allocs;
     unsigned long long charged;
     unsigned long long next_addr;
+    unsigned int peers; /* bit d: this context enabled peer access to a context on device d */
     struct fake_ctx *next;
 };
 
@@ -497,8 +515,8 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
 
 /* The host memory behind [ptr, ptr + len) of the current context, or NULL when that is not inside
  * one allocation (an illegal address). */
-static void *device_bytes(CUdeviceptr ptr, size_t len) {
-    for (struct allocation *a = current->allocs; a; a = a->next) {
+static void *ctx_bytes(struct fake_ctx *ctx, CUdeviceptr ptr, size_t len) {
+    for (struct allocation *a = ctx->allocs; a; a = a->next) {
         if (ptr < a->addr || ptr + len > a->addr + a->size)
             continue;
         if (!a->host && !(a->host = calloc(1, a->size)))
@@ -507,6 +525,8 @@ static void *device_bytes(CUdeviceptr ptr, size_t len) {
     }
     return NULL;
 }
+
+static void *device_bytes(CUdeviceptr ptr, size_t len) { return ctx_bytes(current, ptr, len); }
 
 /* --- pinned host memory and copies ------------------------------------------------------ */
 
@@ -890,5 +910,92 @@ CUresult cuEventDestroy_v2(CUevent ev) {
     if (!ev)
         return CUDA_ERROR_INVALID_HANDLE;
     free(ev);
+    return CUDA_SUCCESS;
+}
+
+/* --- several devices: current context, peer access, peer copies ---------------------------- */
+
+static int is_context(CUcontext ctx) {
+    for (struct fake_ctx *c = contexts; c; c = c->next)
+        if (c == ctx)
+            return 1;
+    return 0;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+    REQUIRE_INIT;
+    if (ctx && !is_context(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    current = ctx;
+    return CUDA_SUCCESS;
+}
+
+/* Is "a-b" (or "b-a") an item of FAKE_CUDA_PEER? Unset: every pair. */
+static int peer_pair(int a, int b) {
+    const char *list = getenv("FAKE_CUDA_PEER");
+    if (a == b)
+        return 0;
+    if (!list || !*list)
+        return 1;
+    for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        int x, y;
+        if (sscanf(p, "%d-%d", &x, &y) == 2 && ((x == a && y == b) || (x == b && y == a)))
+            return 1;
+    }
+    return 0;
+}
+
+CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev) {
+    REQUIRE_INIT;
+    if (!canAccessPeer)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= device_count() || peerDev < 0 || peerDev >= device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    *canAccessPeer = peer_pair(dev, peerDev);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int flags) {
+    REQUIRE_CTX;
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!peerContext || !is_context(peerContext) || peerContext == current)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!peer_pair(current->dev, peerContext->dev))
+        return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    if (env_int("FAKE_CUDA_PEER_ENABLE_ERROR", 0))
+        return env_int("FAKE_CUDA_PEER_ENABLE_ERROR", 0);
+    if (current->peers & (1u << peerContext->dev))
+        return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    current->peers |= 1u << peerContext->dev;
+    TRACE("peer_enable dev=%d peer=%d\n", current->dev, peerContext->dev);
+    return CUDA_SUCCESS;
+}
+
+static double peer_gbs(int a, int b) {
+    char name[64];
+    snprintf(name, sizeof name, "FAKE_CUDA_PEER_GBS_%d_%d", a < b ? a : b, a < b ? b : a);
+    return env_double(name, env_double("FAKE_CUDA_PEER_GBS", 40.0));
+}
+
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+                      size_t ByteCount) {
+    REQUIRE_CTX;
+    if (!is_context(dstContext) || !is_context(srcContext))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    void *d = ctx_bytes(dstContext, dstDevice, ByteCount), *s = ctx_bytes(srcContext, srcDevice, ByteCount);
+    if (!d || !s)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(d, s, ByteCount);
+    long long wrong = (long long)env_ull("FAKE_CUDA_PEER_WRONG", (unsigned long long)-1);
+    if (wrong >= 0 && (size_t)wrong < ByteCount)
+        ((unsigned char *)d)[wrong] ^= 0x5a;
+    /* direct when either side enabled peer access to the other, else staged through host memory */
+    int direct = (srcContext->peers & (1u << dstContext->dev)) || (dstContext->peers & (1u << srcContext->dev));
+    double gbs = direct ? peer_gbs(srcContext->dev, dstContext->dev) : env_double("FAKE_CUDA_PCIE_GBS", 25.0) / 2;
+    double ns = (double)ByteCount / (gbs * 1e9) * 1e9;
+    clock_ns[srcContext->dev] += ns;
+    if (dstContext->dev != srcContext->dev)
+        clock_ns[dstContext->dev] += ns;
     return CUDA_SUCCESS;
 }

@@ -18,6 +18,16 @@
  *   MIG    "PROFILE:MIB|PROFILE:MIB" MIG mode on, with these MIG devices.
  * A numeric knob set to "err:N" makes its call fail with nvmlReturn_t N (3 = not supported).
  *
+ * Topology (the multi-GPU checks, like `nvidia-smi topo -m`):
+ *   FAKE_NVML_TOPO=NODE              nvmlDeviceGetTopologyCommonAncestor for every pair of distinct GPUs:
+ *                                    PIX, PXB, PHB, NODE or SYS (or a number, or "err:N")
+ *   FAKE_NVML_TOPO_<i>_<j>=PIX       that answer for the pair i < j
+ *   FAKE_NVML_GPU<i>_NVLINK=1,1,2:down  GPU i's NVLink links in link order: the GPU at the other end of each,
+ *                                    ":down" for an inactive link (nvmlDeviceGetNvLinkState 0). Unset: no NVLink
+ *                                    (every NVLink call answers NOT_SUPPORTED); a link number past the list is
+ *                                    INVALID_ARGUMENT, as on a GPU with fewer links than NVML_NVLINK_MAX_LINKS
+ *   FAKE_NVML_GPU<i>_NVLINK_VERSION=4  nvmlDeviceGetNvLinkVersion of every link of GPU i
+ *
  * Deliberately absent: nvmlDeviceGetRetiredPagesPendingStatus (pynvml then raises
  * FunctionNotFound, as with an old driver), and everything the probe does not ask for.
  */
@@ -35,6 +45,7 @@ enum {
     NVML_ERROR_NOT_SUPPORTED = 3,
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_UNKNOWN_REMOTE = 999, /* a link to something that is not one of our GPUs: NVML_ERROR_UNKNOWN */
 };
 
 #define MAX_GPUS 8
@@ -257,6 +268,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
     nvmlReturn_t rc;
     CHECK(device, pci);
     memset(pci, 0, sizeof *pci);
+    device = &gpus[device->gpu]; /* a MIG device reports its GPU's address */
     if ((rc = uint_knob(device, "BUS", 0x18 + 0x20 * device->gpu, &bus)) != NVML_SUCCESS)
         return rc;
     pci->bus = bus;
@@ -409,4 +421,99 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     }
     *infoCount = n;
     return NVML_SUCCESS;
+}
+
+/* --- topology and NVLink ---------------------------------------------------------------- */
+
+typedef enum {
+    NVML_TOPOLOGY_INTERNAL = 0,
+    NVML_TOPOLOGY_SINGLE = 10,
+    NVML_TOPOLOGY_MULTIPLE = 20,
+    NVML_TOPOLOGY_HOSTBRIDGE = 30,
+    NVML_TOPOLOGY_NODE = 40,
+    NVML_TOPOLOGY_SYSTEM = 50,
+} nvmlGpuTopologyLevel_t;
+
+static int topo_level(const char *v, int *level) {
+    static const struct {
+        const char *name;
+        int level;
+    } NAMES[] = {{"PIX", 10}, {"PXB", 20}, {"PHB", 30}, {"NODE", 40}, {"SYS", 50}};
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
+        if (strcmp(v, NAMES[i].name) == 0)
+            return *level = NAMES[i].level, 1;
+    char *end;
+    long n = strtol(v, &end, 0);
+    if (end == v || *end)
+        return 0;
+    *level = (int)n;
+    return 1;
+}
+
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                 nvmlGpuTopologyLevel_t *pathInfo) {
+    char var[64];
+    int level;
+    CHECK(device1, pathInfo);
+    if (!valid(device2))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    int a = device1->gpu, b = device2->gpu;
+    if (a == b)
+        return *pathInfo = NVML_TOPOLOGY_INTERNAL, NVML_SUCCESS;
+    snprintf(var, sizeof var, "FAKE_NVML_TOPO_%d_%d", a < b ? a : b, a < b ? b : a);
+    const char *v = getenv(var);
+    if (!v)
+        v = getenv("FAKE_NVML_TOPO");
+    if (!v)
+        v = "NODE";
+    if (strncmp(v, "err:", 4) == 0)
+        return atoi(v + 4);
+    if (!topo_level(v, &level))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *pathInfo = (nvmlGpuTopologyLevel_t)level;
+    return NVML_SUCCESS;
+}
+
+/* Link `link` of the GPU: the remote GPU index and whether it is up; an NVML error when there is none. */
+static nvmlReturn_t nvlink(nvmlDevice_t dev, unsigned int link, int *remote, int *up) {
+    char item[32];
+    const char *list = gpu_knob(dev->gpu, "NVLINK");
+    if (!list)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (strncmp(list, "err:", 4) == 0)
+        return atoi(list + 4);
+    if (!list_item(list, ',', (int)link, item, sizeof item))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *remote = atoi(item);
+    *up = strstr(item, ":down") == NULL;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, unsigned int *isActive) {
+    int remote, up;
+    CHECK(device, isActive);
+    nvmlReturn_t rc = nvlink(device, link, &remote, &up);
+    if (rc == NVML_SUCCESS)
+        *isActive = up ? 1 : 0; /* NVML_FEATURE_ENABLED / _DISABLED */
+    return rc;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link, unsigned int *version) {
+    int remote, up;
+    CHECK(device, version);
+    nvmlReturn_t rc = nvlink(device, link, &remote, &up);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    return uint_knob(device, "NVLINK_VERSION", 4, version);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci) {
+    int remote, up;
+    CHECK(device, pci);
+    nvmlReturn_t rc = nvlink(device, link, &remote, &up);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (remote < 0 || remote >= gpu_count())
+        return NVML_ERROR_UNKNOWN_REMOTE;
+    return nvmlDeviceGetPciInfo_v3(&gpus[remote], pci);
 }

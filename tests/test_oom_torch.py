@@ -1,0 +1,102 @@
+"""`oom --framework torch` and `smoke --nccl` in the target environment: for real on the CPU-only torch 2.13.0
+venv (a clean finding, not a crash), and the judging of what a GPU run reports, table-tested."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_real_host import torch_venv  # noqa: F401 (fixture)
+
+from doctor.active.torchmem import judge
+
+GPU_DOCTOR = Path(sys.executable).with_name("gpu-doctor")
+GIB = 1 << 30
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_") and k != "LD_LIBRARY_PATH"}
+    result = subprocess.run([str(GPU_DOCTOR), *args], capture_output=True, text=True, env=env, timeout=300,
+                            check=False)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+@pytest.mark.slow
+def test_cpu_only_torch_oom_is_cpu_only_build(torch_venv: Path) -> None:  # noqa: F811
+    result = run("oom", "--framework", "torch", "--python", str(torch_venv), "--json", "-q")
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)
+    (f,) = doc["findings"]
+    assert (f["code"], f["severity"], f["area"]) == ("framework.cpu_only_build", "fail", "OOM probe (torch)")
+    assert f["title"].startswith("torch 2.13.0+cpu in ")
+    assert doc["checks"][0]["summary"].startswith("torch OOM probe: torch 2.13.0+cpu in ")
+
+
+@pytest.mark.slow
+def test_cpu_only_torch_nccl_needs_two_gpus(torch_venv: Path) -> None:  # noqa: F811
+    result = run("smoke", "--nccl", "--python", str(torch_venv), "-q")
+    assert result.returncode == 0, result.stdout
+    assert ": RuntimeError: the NCCL all-reduce needs ≥2 CUDA GPUs; torch 2.13.0+cpu sees 0 (a CPU-only build)" \
+        in result.stdout
+
+
+GOOD: dict[str, Any] = {
+    "mode": "oom", "python": "/p", "installed": True, "version": "2.5.1+cu124", "ok": True,
+    "alloc": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "backend": "native"},
+    "mem_get_info_before": [79 * GIB, 80 * GIB], "oom": {"text": "torch.OutOfMemoryError: CUDA out of memory."},
+    "oom_is_OutOfMemoryError": True, "allocated_at_oom": 78 * GIB, "reserved_after_del": 78 * GIB,
+    "reserved_after_empty_cache": 0, "mem_get_info_after": [79 * GIB, 80 * GIB], "recovered": True,
+    "end": {"event": "exit", "returncode": 0}}
+
+
+def test_a_clean_oom_and_recovery() -> None:
+    assert [(f.code, f.severity, f.title) for f in judge(GOOD, 60)] == [
+        ("oom.allocator", "info", "torch 2.5.1+cu124 in /p: allocator "
+                                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, backend native"),
+        ("oom.torch", "ok", "torch 2.5.1+cu124 in /p: torch.cuda.OutOfMemoryError raised cleanly with 78.00 GiB "
+                            "allocated of 79.00 GiB free / 80.00 GiB"),
+        ("oom.released", "ok", "torch 2.5.1+cu124 in /p: empty_cache() gave every byte back (reserved 78.00 GiB "
+                               "after del → 0; free 79.00 GiB)"),
+        ("oom.recovery", "ok", "torch 2.5.1+cu124 in /p: the GPU computes correctly after the OOM"),
+    ]
+
+
+def test_memory_kept_after_empty_cache_and_no_recovery() -> None:
+    bad = {**GOOD, "reserved_after_empty_cache": 2 * GIB, "mem_get_info_after": [77 * GIB, 80 * GIB],
+           "recovered": False, "oom_is_OutOfMemoryError": False, "alloc": {}}
+    got = {f.code: (f.severity, f.title) for f in judge(bad, 60)}
+    assert got["oom.allocator"][1].endswith("allocator defaults (PYTORCH_CUDA_ALLOC_CONF not set)")
+    assert got["oom.torch"][0] == "warn" and got["oom.released"][0] == "warn" and got["oom.recovery"][0] == "fail"
+
+
+@pytest.mark.parametrize(("text", "code", "severity"), [
+    ("RuntimeError: the NCCL all-reduce did not finish within 50 s (a hung collective)", "multigpu.nccl_hang", "fail"),
+    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+     "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3", "multigpu.nccl_failed",
+     "fail"),
+    ("RuntimeError: NCCL worker 1 exited 1: RuntimeError: CUDA error: no kernel image is available for execution on "
+     "the device", "framework.arch_unsupported", "fail"),
+])
+def test_allreduce_errors_map_to_findings(text: str, code: str, severity: str) -> None:
+    run_ = {"mode": "allreduce", "python": "/p", "installed": True, "version": "2.5.1+cu124", "ok": False,
+            "error": {"text": text, "step": "NCCL all-reduce: 2 processes, one per GPU"}}
+    (f,) = judge(run_, 60)
+    assert (f.code, f.severity, f.area) == (code, severity, "Multi-GPU (NCCL)")
+
+
+def test_allreduce_bus_bandwidth() -> None:
+    sizes = [{"bytes": 1 << 20, "us": 30.0, "algbw": 35.0, "busbw": 61.2, "correct": True},
+             {"bytes": 256 << 20, "us": 1500.0, "algbw": 179.0, "busbw": 313.2, "correct": True}]
+    run_ = {"mode": "allreduce", "python": "/p", "installed": True, "version": "2.5.1+cu124", "ok": True,
+            "allreduce": {"world": 8, "sizes": sizes}}
+    (f,) = judge(run_, 60)
+    assert (f.severity, f.title) == ("ok", "torch 2.5.1+cu124 in /p: NCCL all-reduce across 8 GPUs, bus bandwidth "
+                                           "313.2 GB/s at 256 MiB")
+    (g,) = judge({**run_, "allreduce": {"world": 8, "sizes": [{**sizes[0], "correct": False}]}}, 60)
+    assert g.severity == "fail" and g.title.endswith("; WRONG results at 1 size(s)")
