@@ -16,8 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable, Input, Log, OptionList, ProgressBar, RadioButton, Static
+from test_real_host import LIBCUDA
+from test_smoke_fake import build_fakes, env_for
+from textual.widgets import DataTable, Input, Log, OptionList, ProgressBar, RadioButton, Static, Tabs
 
+from doctor import cli
+from doctor.active import events
+from doctor.active.gpu import Options
 from doctor.examples import EXAMPLES, by_name
 from doctor.facts import Facts
 from doctor.findings import Finding
@@ -58,6 +63,9 @@ def pilot_test(fn: Any) -> Any:
         asyncio.run(fn(*args, **kwargs))
 
     return run
+
+
+EXAMPLES_DIR = Path(__file__).parent.parent / "doctor" / "examples"
 
 
 def example_sources() -> list[Source]:
@@ -198,33 +206,106 @@ async def test_view_keys_switch_views_and_focus_follows() -> None:
 # --- fix scripts -------------------------------------------------------------------------------------
 
 
+def cli_fix(name: str, fmt: str, tmp_path: Path) -> str:
+    """What `gpu-doctor fix --facts EXAMPLE --format FMT` writes: the TUI's plan scripts must be exactly this.
+    (Written with -o: inside run_test, Textual holds standard output.)"""
+    out = tmp_path / f"cli-{name}-{fmt}.sh"
+    assert cli.main(["fix", "--facts", str(EXAMPLES_DIR / f"{name}.json"), "--format", fmt, "-o", str(out)]) == 0
+    return out.read_text()
+
+
+async def save_script(app: RecordingApp, pilot: Any, target: Path) -> str:
+    """Save the fix view's script through its dialog; the file's text."""
+    await pilot.press("s")
+    assert isinstance(app.screen, SaveDialog)
+    app.screen.query_one(Input).value = str(target)
+    await pilot.press("enter")
+    await pilot.pause()
+    assert isinstance(app.screen, FixScreen)
+    assert os.access(target, os.X_OK)
+    assert any(f"Wrote {target}" in msg for _, msg in app.notes)
+    return target.read_text()
+
+
 @pilot_test
-async def test_fix_script_opens_and_saves_through_the_dialog(tmp_path: Path) -> None:
+async def test_fix_script_opens_on_the_apt_plan_and_saves_it_through_the_dialog(
+        tmp_path: Path) -> None:
+    app = RecordingApp(example_sources(), index=index_of("module-userspace-mismatch"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        screen = app.screen
+        assert isinstance(screen, FixScreen) and screen.format == "apt"  # Ubuntu 22.04: what `fix` picks
+        script = screen.script
+        assert script.startswith("#!/usr/bin/env bash\n# gpu-doctor fix script (format: apt)")
+        await pilot.press("s")
+        assert isinstance(app.screen, SaveDialog)
+        assert app.screen.query_one(Input).value == "gpu-doctor-fix-driver-module_userspace_mismatch-apt.sh"
+        await pilot.press("escape")
+        target = tmp_path / "out" / "fix.sh"
+        target.parent.mkdir()
+        saved = await save_script(app, pilot, target)
+        assert saved == script == cli_fix("module-userspace-mismatch", "apt", tmp_path)
+        assert "\n  apt_hold libnvidia-compute-535 nvidia-driver-535\n" in saved  # the step holds the packages…
+        assert '      run apt-mark hold "$p"\n' in saved  # …with apt-mark, unless held already
+        assert "\n    run reboot\n" in saved and "only with --reboot" in saved  # never rebooted unasked
+        await pilot.press("escape")
+        assert not isinstance(app.screen, FixScreen)
+
+
+@pilot_test
+async def test_f_cycles_through_the_formats_and_each_one_saves(tmp_path: Path) -> None:
     app = RecordingApp(example_sources(), index=index_of("module-userspace-mismatch"))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("f")
         screen = app.screen
         assert isinstance(screen, FixScreen)
-        script = screen.script
-        assert script.startswith("#!/usr/bin/env bash\n")
-        assert "# sudo reboot" in script  # a reboot is never run unasked
-        assert "\nsudo apt-mark hold libnvidia-compute-535 nvidia-driver-535\n" in script  # safe: runs
-        await pilot.press("s")
-        assert isinstance(app.screen, SaveDialog)
-        field = app.screen.query_one(Input)
-        assert field.value == "gpu-doctor-fix-driver-module_userspace_mismatch.sh"
-        target = tmp_path / "out" / "fix.sh"
-        target.parent.mkdir()
-        field.value = str(target)
-        await pilot.press("enter")
+        assert [t.id for t in screen.query("#fix-formats Tab")] == ["fmt-apt", "fmt-pip", "fmt-conda", "fmt-bash"]
+        tabs = screen.query_one("#fix-formats", Tabs)
+        seen = []
+        for i in range(5):
+            about = str(screen.query_one("#fix-about", Static).render())
+            seen.append((screen.format, tabs.active, about.split(",")[0], screen.script.split(" generated")[0]))
+            if i < 4:
+                assert await save_script(app, pilot, tmp_path / f"{screen.format}.sh") == screen.script
+            await pilot.press("f")
+            await pilot.pause()
+        head = "#!/usr/bin/env bash\n# gpu-doctor fix script (format: "
+        assert seen == [
+            ("apt", "fmt-apt", "gpu-doctor fix --format apt", head + "apt),"),
+            ("pip", "fmt-pip", "gpu-doctor fix --format pip", head + "pip),"),
+            ("conda", "fmt-conda", "gpu-doctor fix --format conda", head + "conda),"),
+            ("bash", "fmt-bash", "The findings' own fix steps", seen[3][3]),
+            ("apt", "fmt-apt", "gpu-doctor fix --format apt", head + "apt),"),  # round and round
+        ]
+        pip = (tmp_path / "pip.sh").read_text()
+        assert "say 'skipped (another format does it): HoldPackages names=[" in pip  # pip cannot hold a .deb
+        bash = (tmp_path / "bash.sh").read_text()
+        assert bash.startswith("#!/usr/bin/env bash\n# Written by gpu-doctor from its findings")
+        assert "\nsudo apt-mark hold libnvidia-compute-535 nvidia-driver-535\n" in bash  # the finding's own step
+        assert "# sudo reboot" in bash
+        await pilot.click("#fix-formats Tab#fmt-conda")  # the mouse switches too
         await pilot.pause()
-        assert isinstance(app.screen, FixScreen)
-        assert target.read_text() == script
-        assert os.access(target, os.X_OK)
-        assert any(f"Wrote {target}" in msg for _, msg in app.notes)
-        await pilot.press("escape")
-        assert not isinstance(app.screen, FixScreen)
+        assert screen.format == "conda" and "(format: conda)" in screen.script
+
+
+@pilot_test
+async def test_pip_script_for_the_r470_host_is_the_plans_python_side(tmp_path: Path) -> None:
+    app = RecordingApp(example_sources(), index=index_of("r470-geforce-cu124-torch"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f", "f")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, FixScreen) and screen.format == "pip"
+        saved = await save_script(app, pilot, tmp_path / "fix-pip.sh")
+        assert saved == cli_fix("r470-geforce-cu124-torch", "pip", tmp_path)
+        # The plan fixes a cu124 torch on driver 470 with the driver (its only step): pip skips that step and installs
+        # nothing. (PyTorch's cu118 index, the keep-the-driver alternative, is in the finding's own text only.)
+        assert [ln for ln in saved.splitlines() if "-m pip install" in ln and "run " in ln] == []
+        assert "say 'skipped (another format does it): InstallDriver branch=550, flavor=proprietary" in saved
+        assert "need_reboot 'the new 550 kernel module loads at boot'" in saved
 
 
 @pilot_test
@@ -245,39 +326,54 @@ async def test_save_dialog_cancel_writes_nothing_and_bad_path_is_a_notification(
 
 
 @pilot_test
-async def test_fix_copy_puts_the_script_on_the_clipboard() -> None:
-    app = RecordingApp(example_sources(), index=index_of("debian12-535-no-gpu"))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("f")
-        assert isinstance(app.screen, FixScreen)
-        await pilot.press("c")
-        assert app.clipboard == app.screen.script
-        assert "lspci -nn" in app.clipboard
-
-
-@pilot_test
-async def test_fix_switcher_offers_only_formats_that_exist() -> None:
-    app = RecordingApp(example_sources(), index=index_of("module-userspace-mismatch"))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("f")
-        tabs = [t.id for t in app.screen.query("#fix-formats Tab")]
-        assert tabs == ["fmt-bash"]
-        planned = str(app.screen.query_one("#fix-planned", Static).render())
-        assert "apt, dnf, conda, pip scripts: not available yet" in planned
-
-
-@pilot_test
-async def test_fix_for_every_problem_in_one_script() -> None:
+async def test_fix_for_every_problem_is_the_fix_commands_script_and_copies(tmp_path: Path) -> None:
     app = RecordingApp(example_sources(), index=index_of("debian12-535-no-gpu"))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("F")
-        assert isinstance(app.screen, FixScreen)
-        script = app.screen.script
+        screen = app.screen
+        assert isinstance(screen, FixScreen)
+        assert screen.script == cli_fix("debian12-535-no-gpu", "apt", tmp_path)  # Debian 12: apt
+        assert "[driver.not_loaded, driver.too_old_for_cuda_runtime]" in screen.script
+        assert "[container.no_gpu_passthrough]" in screen.script
+        about = str(screen.query_one("#fix-about", Static).render())
+        assert about.startswith("gpu-doctor fix --format apt, for every problem: apt for the system, pip for Python")
+        await pilot.press("c")
+        assert app.clipboard == screen.script
+        while screen.format != "bash":
+            await pilot.press("f")
+            await pilot.pause()
         for code in ("driver.not_loaded", "driver.too_old_for_cuda_runtime", "container.no_gpu_passthrough"):
-            assert f"# --- {code}: fail" in script
+            assert f"# --- {code}: fail" in screen.script
+        await pilot.press("c")  # copies the script shown
+        assert app.clipboard == screen.script and "\nlspci -nn\n" in app.clipboard
+
+
+@pilot_test
+async def test_a_script_that_cannot_be_rendered_is_a_message_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = fixes.fix_script
+
+    def broken(report: Any, findings: list[Finding], fmt: str = "bash") -> str:
+        if fmt == "pip":
+            raise KeyError("torch")
+        return real(report, findings, fmt)
+
+    monkeypatch.setattr(fixes, "fix_script", broken)
+    app = RecordingApp(example_sources(), index=index_of("rtx5090-cu124-torch"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f", "f")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, FixScreen) and screen.format == "pip"
+        shown = str(screen.query_one("#fix-script", Static).render())
+        assert shown == "The pip script could not be written: KeyError: 'torch'"
+        await pilot.press("s", "c")
+        assert isinstance(app.screen, FixScreen)  # no save dialog for nothing
+        assert [m for s, m in app.notes if s == "error"] == [shown, shown]
+        await pilot.press("f")
+        await pilot.pause()
+        assert screen.format == "conda" and screen.error is None and "(format: conda)" in screen.script
 
 
 @pilot_test
@@ -475,7 +571,7 @@ async def test_running_test_can_be_cancelled_and_the_ui_stays_responsive() -> No
         for i in range(200):  # at most 10 s; the cancel check runs between events
             if release.wait(0.05):
                 break
-            yield active.Progress(i / 200, f"step {i}")
+            yield active.Progress(i / 200, f"step {i}", gpu=0)
         yield active.Outcome("ok", "done")
 
     app = RecordingApp([live_source()], runner=slow)
@@ -484,6 +580,7 @@ async def test_running_test_can_be_cancelled_and_the_ui_stays_responsive() -> No
         await pilot.press("s")
         await pilot.pause(0.1)
         assert app.running_test == "smoke"
+        assert str(app.query_one("#active-step", Static).render()).startswith("Smoke test: GPU 0: step ")
         await pilot.press("d")  # the UI answers while the test runs
         assert app.query_one("#tabs").active == "diagnosis"  # type: ignore[attr-defined]
         await pilot.press("s")
@@ -511,28 +608,99 @@ async def test_a_crashing_runner_is_a_result_and_a_notification() -> None:
 
 
 @pilot_test
-async def test_without_the_engine_tests_the_actions_say_not_available() -> None:
-    app = RecordingApp(example_sources())  # the engine has no active tests in this version
+async def test_switched_off_active_tests_say_so() -> None:
+    app = RecordingApp([live_source()], runner=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("s", "o", "c")
         assert not isinstance(app.screen, ConfirmDialog)
         assert app.results == {}
         warnings = [m for s, m in app.notes if s == "warning"]
-        assert warnings[0].startswith("Smoke test: not available yet")
-        assert warnings[1].startswith("OOM probe: not available yet")
+        assert warnings == ["Smoke test: active tests are switched off in this session.",
+                            "OOM probe: active tests are switched off in this session."]
         assert ("information", "No test is running.") in app.notes
         assert app.query_one(ActivePanel).query_one("#run-smoke").disabled
 
 
 @pilot_test
-async def test_active_tests_refuse_a_recorded_snapshot() -> None:
-    app = RecordingApp(example_sources(), runner=fake_stream)
+async def test_the_engines_tests_refuse_a_recorded_snapshot() -> None:
+    app = RecordingApp(example_sources())  # the default runner: the engine's
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("s", "o")
+        assert not isinstance(app.screen, ConfirmDialog) and app.results == {}
+        assert [m for s, m in app.notes if s == "warning"] == [
+            "Smoke test: active tests run on this machine's GPUs only; this is a recorded snapshot.",
+            "OOM probe: active tests run on this machine's GPUs only; this is a recorded snapshot."]
+        assert app.query_one(ActivePanel).query_one("#run-smoke").disabled
+
+
+def active_labels(app: DoctorApp) -> list[str]:
+    return [str(n.label) for n in app.query_one(FindingsTree).nodes() if n.data and n.data.kind == "active_test"]
+
+
+@pytest.mark.real_driver
+@pytest.mark.skipif(not LIBCUDA.exists(), reason="Debian's libcuda1 is not installed (.ci/run installs it)")
+@pilot_test
+async def test_smoke_test_on_this_machine_shows_the_drivers_own_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real engine, the real child, Debian's real libcuda 535 with no GPU: an outcome, not a crash."""
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)  # the child loads the system's libcuda.so.1
+    for knob in [k for k in os.environ if k.startswith("FAKE_")]:
+        monkeypatch.delenv(knob)
+    app = RecordingApp([live_source("debian12-535-no-gpu")])  # the default runner: doctor.active.gpu
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("s")
-        assert app.results == {}
-        assert any("recorded snapshot" in m for _, m in app.notes)
+        await settle(pilot)
+        outcome = app.results["smoke"]
+        assert isinstance(outcome, events.Outcome)
+        said = "cuInit failed with CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected"
+        assert (outcome.status, outcome.summary) == ("fail", f"smoke test: {said}")
+        assert [(f.code, f.severity) for f in outcome.findings] == [("gpu.no_cuda_device", "fail")]
+        assert outcome.results["global"]["cuda_driver_version"] == 12020  # libcuda 535 = CUDA 12.2
+        assert list(app.query_one(Log).lines) == ["cuInit: CUDA_ERROR_NO_DEVICE"]
+        assert str(app.query_one("#active-step", Static).render()) == f"✗ Smoke test: {said}"
+        assert active_labels(app) == [f"✗ Smoke test: {said}", "· OOM probe"]
+        assert ("error", f"Smoke test: {said}") in app.notes
+        assert app.is_running and app.running_test is None
+
+
+@pytest.fixture(scope="module")
+def fake_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_fakes(tmp_path_factory)
+
+
+@pilot_test
+async def test_smoke_test_on_a_fake_a100_passes_with_its_measured_figures(fake_driver: Path) -> None:
+    # The app runs the engine in a worker thread, the engine spawns the child: the fakes reach the child through
+    # the environment it is given (LD_LIBRARY_PATH first, the FAKE_* knobs say what the "GPU" measures).
+    env = env_for(fake_driver, FAKE_CUDA_PCIE_GBS=25, FAKE_CUDA_MEM_BW_GBS=1400, FAKE_CUDA_FP32_TFLOPS=18.5,
+                  FAKE_NVML_GPU0_PCIE_GEN=4, FAKE_NVML_GPU0_PCIE_GEN_MAX=4)
+    app = RecordingApp([live_source("healthy-8x-h100")],
+                       runner=active.engine_runner(Options(size_mib=4, fma_ms=50, env=env)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        outcome = app.results["smoke"]
+        assert (outcome.status, outcome.summary) == ("ok", "smoke test: passed")
+        assert list(app.query_one(Log).lines) == ["GPU 0: host→device 25.0 GB/s, device→host 25.0 GB/s",
+                                                  "GPU 0: device memory 1400 GB/s", "GPU 0: FP32 18.50 TFLOP/s"]
+        assert app.query_one(ProgressBar).percentage == 1.0
+        assert str(app.query_one("#active-step", Static).render()) == "✓ Smoke test: passed"
+        assert active_labels(app)[0] == "✓ Smoke test: passed"
+        assert ("information", "Smoke test: passed") in app.notes
+        tree = app.query_one(FindingsTree)
+        node = next(n for n in tree.nodes() if n.data and n.data.test is active.SMOKE)
+        tree.move_cursor(node)
+        await pilot.pause()
+        text = body(app)
+        a100 = "GPU 0 (NVIDIA A100-SXM4-40GB)"
+        assert "Result: passed" in text
+        assert f"✓ {a100}: context, PTX JIT, copies and a kernel work: 1,048,576 of 1,048,576 elements exact" in text
+        assert (f"✓ {a100}: device memory bandwidth (copy kernel) 1,400 GB/s, 90% of NVIDIA's published peak "
+                "(1,555 GB/s)") in text
+        assert f"✓ {a100}: FP32 throughput (FMA kernel) 18.5 TFLOP/s, 95% of NVIDIA's published peak" in text
 
 
 # --- re-run, errors, export, help, palette, quit ------------------------------------------------------
@@ -687,6 +855,10 @@ def test_fix_script_of_the_view_is_the_seam_function() -> None:
 
     report = diagnose(facts)
     bad = [f for f in report.findings if f.severity == "fail"]
-    assert fixes.script_formats(report, bad) == [fixes.BASH]
+    assert [f.id for f in fixes.script_formats(report, bad)] == ["apt", "pip", "conda", "bash"]
     screen = FixScreen(report, bad, "x")
-    assert screen.script == fixes.fix_script(report, bad, "bash")
+    assert screen.script == fixes.fix_script(report, bad, "apt")
+
+
+def test_the_tui_and_the_engine_share_one_set_of_event_classes() -> None:
+    assert (active.Progress, active.Log, active.Outcome) == (events.Progress, events.Log, events.Outcome)

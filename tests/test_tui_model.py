@@ -14,7 +14,7 @@ import pytest
 
 from doctor import cli
 from doctor.engine import diagnose
-from doctor.examples import by_name
+from doctor.examples import EXAMPLES, by_name
 from doctor.findings import Finding, Fix, FixStep
 from doctor.host import Host
 from doctor.tui import active, fixes, model
@@ -24,6 +24,9 @@ from doctor.tui.live import sample_gpus
 @pytest.fixture(autouse=True)
 def _bundled_matrix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+EXAMPLES_DIR = Path(__file__).parent.parent / "doctor" / "examples"
 
 
 def report_of(name: str):  # type: ignore[no-untyped-def]
@@ -173,7 +176,7 @@ def test_json_exports_are_the_public_schemas() -> None:
     assert json.loads(model.export_text("facts.json", report))["schema"] == "gpu-doctor.facts/v1"
 
 
-# --- fix scripts (the seam the fix-plan work replaces) ----------------------------------------------------
+# --- fix scripts: the fix plan's formats and the findings' own steps ------------------------------
 
 
 HOSTILE = Finding("x.y", "fail", "title $(reboot)\nsecond line", fix=Fix(
@@ -203,25 +206,77 @@ def test_fix_script_is_valid_bash() -> None:
         assert subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, text=True, check=False).returncode == 0
 
 
-def test_only_existing_formats_are_offered() -> None:
-    report = report_of("healthy-8x-h100")
-    assert fixes.script_formats(report, [HOSTILE]) == [fixes.BASH]
-    assert fixes.script_formats(report, [Finding("a.b", "ok", "fine")]) == []
-    with pytest.raises(ValueError):
-        fixes.fix_script(report, [HOSTILE], "apt")
-    assert fixes.script_file_name([HOSTILE]) == "gpu-doctor-fix-x-y.sh"
-    assert fixes.script_file_name([HOSTILE, HOSTILE]) == "gpu-doctor-fix-all.sh"
+def test_plan_formats_come_first_and_only_where_the_renderer_knows_the_distribution() -> None:
+    report = report_of("healthy-8x-h100")  # Ubuntu 22.04
+    assert [f.id for f in fixes.script_formats(report, [HOSTILE])] == ["apt", "pip", "conda", "bash"]
+    assert fixes.script_formats(report, [Finding("a.b", "ok", "fine")]) == []  # nothing to plan, no steps
+    rhel = replace(report, facts=replace(report.facts, host=replace(report.facts.host, os_id="rocky",
+                                                                    os_version="9.4")))
+    assert [f.id for f in fixes.script_formats(rhel, [HOSTILE])] == ["dnf", "pip", "conda", "bash"]
+    arch = replace(report, facts=replace(report.facts, host=replace(report.facts.host, os_id="arch",
+                                                                    os_version=None)))
+    assert [f.id for f in fixes.script_formats(arch, [HOSTILE])] == ["pip", "conda", "bash"]
+    with pytest.raises(ValueError, match=r"--format dnf: the plan is for ubuntu 22\.04"):
+        fixes.fix_script(report, [HOSTILE], "dnf")
+    with pytest.raises(ValueError, match="no yum script"):
+        fixes.fix_script(report, [HOSTILE], "yum")
+    assert fixes.script_file_name([HOSTILE]) == "gpu-doctor-fix-x-y-bash.sh"
+    assert fixes.script_file_name([HOSTILE, HOSTILE], "apt") == "gpu-doctor-fix-all-apt.sh"
+
+
+def test_a_conda_environment_puts_conda_before_pip() -> None:
+    report = report_of("rtx5090-cu124-torch")
+    envs = [replace(e, origin="CONDA_PREFIX") for e in report.facts.python_envs]
+    conda = replace(report, facts=replace(report.facts, python_envs=envs))
+    formats = fixes.script_formats(conda, report.findings)
+    assert [f.id for f in formats] == ["apt", "conda", "pip", "bash"]
+    assert formats[0].about.startswith("gpu-doctor fix --format apt, for every problem: apt for the system, conda "
+                                       "for Python (Ubuntu 24.04")
+
+
+@pytest.mark.parametrize("name", [e.name for e in EXAMPLES])
+def test_every_problem_in_every_plan_format_is_what_gpu_doctor_fix_writes(name: str, tmp_path: Path) -> None:
+    report = report_of(name)
+    problems = [f for f in report.findings if f.severity in ("fail", "warn")]
+    formats = [f.id for f in fixes.script_formats(report, problems) if f.id != "bash"]
+    assert formats == ([] if name == "healthy-8x-h100" else ["apt", "pip", "conda"])
+    for fmt in formats:
+        out = tmp_path / f"{fmt}.sh"
+        assert cli.main(["fix", "--facts", str(EXAMPLES_DIR / f"{name}.json"), "--format", fmt, "-o", str(out)]) == 0
+        assert fixes.fix_script(report, problems, fmt) == out.read_text(), fmt
+    if name == "rtx5090-cu124-torch":  # sm_120 needs a torch with Blackwell kernels: PyTorch's cu128 index
+        pip = fixes.fix_script(report, problems, "pip")
+        assert ("    run /home/ml/venv/bin/python -m pip install torch==2.11.0 --index-url "
+                "https://download.pytorch.org/whl/cu128\n") in pip
+
+
+def test_a_planner_crash_leaves_the_findings_own_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(report: object, findings: object) -> None:
+        raise KeyError("gpus")
+
+    monkeypatch.setattr(fixes, "plan_for", crash)
+    (only,) = fixes.script_formats(report_of("healthy-8x-h100"), [HOSTILE])
+    assert only.id == "bash"
+    assert only.about.startswith("The fix plan could not be made (KeyError: 'gpus'); these are the findings' own")
 
 
 # --- active tests and live sampling -----------------------------------------------------------------
 
 
-def test_active_tests_are_unavailable_until_the_engine_has_a_runner() -> None:
-    assert active.engine_runner() is None
+def test_the_engine_runner_runs_the_engines_tests_and_none_switches_them_off() -> None:
+    runner = active.engine_runner()
+    with pytest.raises(ValueError, match="no active test 'burn'"):
+        runner(active.ActiveTest("burn", "Burn", "?"), by_name("healthy-8x-h100").facts())  # type: ignore[union-attr]
     assert active.unavailable_reason(None, live=True) == active.NOT_AVAILABLE
-    assert "recorded snapshot" in (active.unavailable_reason(lambda t, f: iter(()), live=False) or "")
-    assert active.unavailable_reason(lambda t, f: iter(()), live=True) is None
+    assert "recorded snapshot" in (active.unavailable_reason(runner, live=False) or "")
+    assert active.unavailable_reason(runner, live=True) is None
     assert active.OOM.confirm and not active.SMOKE.confirm
+
+
+def test_result_line_drops_the_tests_name_the_engine_puts_first() -> None:
+    assert active.result_line(active.SMOKE, active.Outcome("ok", "smoke test: passed")) == "passed"
+    assert active.result_line(active.OOM, active.Outcome("warn", "OOM probe: 9.2 of 9.6 GiB")) == "9.2 of 9.6 GiB"
+    assert active.result_line(active.SMOKE, active.Outcome("error", "cancelled")) == "cancelled"
 
 
 def test_live_sample_on_this_machine_answers_with_gpus_or_the_reason() -> None:

@@ -84,14 +84,16 @@ def test_new_user_finds_why_each_host_is_broken_and_gets_the_fix_script(terminal
 
     terminal.keys("n")
     terminal.wait_for("[3/6] Driver/library mismatch after an upgrade", "FAIL  Driver/library version mismatch:")
-    terminal.keys("f")
-    terminal.wait_for("#!/usr/bin/env bash", "# sudo reboot", "s Save")
+    terminal.keys("f")  # the fix plan as `gpu-doctor fix` writes it, for Ubuntu's apt
+    terminal.wait_for("#!/usr/bin/env bash", "gpu-doctor fix script (format: apt)", "s Save", "f Format")
     terminal.keys("s")
-    terminal.wait_for("Save the fix script")
+    terminal.wait_for("Save the apt fix script")
     terminal.keys("Enter")
     terminal.wait_for("Wrote")
-    saved = tmp_path / "gpu-doctor-fix-driver-module_userspace_mismatch.sh"
-    assert saved.read_text().startswith("#!/usr/bin/env bash\n")
+    saved = tmp_path / "gpu-doctor-fix-driver-module_userspace_mismatch-apt.sh"
+    assert "\n  apt_hold libnvidia-compute-535 nvidia-driver-535\n" in saved.read_text()
+    terminal.keys("f", "f", "f")  # pip, conda, then the finding's own steps
+    terminal.wait_for("# Written by gpu-doctor from its findings", "# sudo reboot")
     terminal.keys("Escape")
     terminal.wait_for("FAIL  Driver/library version mismatch:")
 

@@ -1,45 +1,27 @@
-"""Active tests (smoke test, OOM probe) as the TUI sees them: descriptors and a stream of events.
+"""Active tests (smoke test, OOM probe) as the TUI sees them: descriptors, and the engine's stream of events.
 
-The tests themselves belong to the engine (`gpu-doctor smoke`, `gpu-doctor oom`). The TUI needs
-only a *runner*: a function ``(test, facts) -> Iterator[Event]`` that it iterates in a worker
-thread, turning each event into the progress bar, the live log and, at the end, findings. Until
-the engine has active tests, :func:`engine_runner` returns None and the actions say so; nothing is
-simulated. To plug the real tests in, make :func:`engine_runner` return an adapter from the
-engine's progress events to these three.
+The tests belong to the engine (`gpu-doctor smoke`, `gpu-doctor oom`): :func:`doctor.active.gpu.smoke_events`
+and :func:`~doctor.active.gpu.oom_events` spawn the child process that talks to the CUDA driver and yield
+:mod:`doctor.active.events` — ``Progress``, ``Log`` and one final ``Outcome`` with the findings. The TUI uses
+those very classes (re-exported here), so there is nothing to translate: a *runner* is a function
+``(test, facts) -> Iterator[Event]`` that the app iterates in a worker thread, drawing the progress bar, the
+live log and, at the end, the findings. :func:`engine_runner` is the real one; tests pass fake streams.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from doctor.active.events import Event, Log, Outcome, Progress
 from doctor.facts import Facts
-from doctor.findings import Finding
 
+if TYPE_CHECKING:
+    from doctor.active.gpu import Options
 
-@dataclass(frozen=True)
-class Progress:
-    """How far the test is: ``fraction`` in [0, 1], or None while unknown; ``step`` names what runs."""
-
-    fraction: float | None
-    step: str = ""
-
-
-@dataclass(frozen=True)
-class Log:
-    line: str
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """The end of a run: its status (ok | warn | fail | error), one line, and findings for the report."""
-
-    status: str
-    summary: str
-    findings: list[Finding] = field(default_factory=list)
-
-
-Event = Progress | Log | Outcome
+__all__ = ["NOT_AVAILABLE", "OOM", "SMOKE", "TESTS", "ActiveTest", "Event", "Log", "Outcome", "Progress", "Runner",
+           "engine_runner", "result_line", "unavailable_reason"]
 
 
 @dataclass(frozen=True)
@@ -59,18 +41,37 @@ OOM = ActiveTest(
     "Finds the largest single allocation and the total memory a program can really get on each GPU, explains "
     "any gap with what NVML reports, and proves the context still works after running out of memory.",
     confirm="The OOM probe allocates all free memory of each GPU for a few seconds: other jobs on these GPUs can "
-            "fail with 'out of memory' meanwhile. Run it?")
+            "fail with 'out of memory' meanwhile (it refuses to start where other processes compute). Run it?")
 TESTS: tuple[ActiveTest, ...] = (SMOKE, OOM)
 
 Runner = Callable[[ActiveTest, Facts], Iterator[Event]]
 
-NOT_AVAILABLE = ("not available yet: the active tests (`gpu-doctor smoke`, `gpu-doctor oom`) are not part of "
-                 "this version")
+NOT_AVAILABLE = "active tests are switched off in this session"
 
 
-def engine_runner() -> Runner | None:
-    """The engine's active-test runner, or None while the engine has none (this version)."""
-    return None
+def engine_runner(options: Options | None = None) -> Runner:
+    """The engine's tests as a runner, with the options of `gpu-doctor smoke` / `oom` (their defaults when None:
+    every GPU, the 30 s watchdog, no --force; ``options.env`` is the child process's environment)."""
+
+    def run(test: ActiveTest, facts: Facts) -> Iterator[Event]:
+        # ``facts`` is not used: the child asks NVML and the driver itself, so a stale snapshot cannot mislead it.
+        from doctor.active import gpu
+
+        opts = options or gpu.Options()
+        if test.id == SMOKE.id:
+            return gpu.smoke_events(opts)
+        if test.id == OOM.id:
+            return gpu.oom_events(opts)
+        raise ValueError(f"no active test {test.id!r}")
+
+    return run
+
+
+def result_line(test: ActiveTest, outcome: Outcome) -> str:
+    """The outcome's one line for a place that already names the test ("Smoke test: passed", not "Smoke test:
+    smoke test: passed": the engine's summaries start with the test's name so they read alone on the CLI)."""
+    head = f"{test.title.lower()}: "
+    return outcome.summary[len(head):] if outcome.summary.lower().startswith(head) else outcome.summary
 
 
 def unavailable_reason(runner: Runner | None, live: bool) -> str | None:

@@ -8,8 +8,9 @@ post their result back; an exception there becomes a notification, never a crash
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from textual import work
@@ -24,7 +25,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from doctor.engine import Report, diagnose
 from doctor.facts import Facts
 from doctor.findings import Finding
-from doctor.tui import active, model, screens
+from doctor.tui import active, fixes, model, screens
 from doctor.tui.live import GpuSample
 from doctor.tui.model import Source
 from doctor.tui.widgets import ActivePanel, FindingDetail, FindingsTree, GpuView, Node, SummaryBar
@@ -68,8 +69,8 @@ class DoctorApp(App[None]):
     HELP = {  # noqa: RUF012
         "quit": "quit",
         "help": "this help",
-        "fix": "the selected finding's fix as a script (save, copy)",
-        "fix_all": "one fix script for every failure and warning",
+        "fix": "the selected finding's fix as a script: apt/dnf, pip, conda or its own steps (save, copy)",
+        "fix_all": "one fix script (the fix plan) for every failure and warning",
         "next_snapshot": "next example host",
         "previous_snapshot": "previous example host",
         "pick_snapshot": "choose an example host from the list",
@@ -244,16 +245,15 @@ class DoctorApp(App[None]):
         f = self.selected_finding()
         if f is None:
             self.notify("Select a finding first (the Diagnosis view).", severity="warning")
-        elif f.fix is None:
+        elif self.report is None or not fixes.script_formats(self.report, [f]):
             self.notify("This finding carries no fix.", severity="information")
         else:
-            assert self.report is not None
             self.push_screen(screens.FixScreen(self.report, [f], f"Fix: {f.title}"))
 
     def action_fix_all(self) -> None:
         report = self.report
         problems = [f for f in (report.findings if report else []) if f.severity in ("fail", "warn")]
-        if report is None or not any(f.fix for f in problems):
+        if report is None or not problems or not fixes.script_formats(report, problems):
             self.notify("No problem here carries a fix.", severity="information")
             return
         self.push_screen(screens.FixScreen(report, problems, f"Fixes for every problem: {self.source.title}"))
@@ -405,8 +405,10 @@ class DoctorApp(App[None]):
         worker = get_current_worker()
         outcome: active.Outcome | None = None
         assert self.runner is not None
+        events: Iterator[active.Event] | None = None
         try:
-            for ev in self.runner(test, facts):
+            events = self.runner(test, facts)
+            for ev in events:
                 if worker.is_cancelled:
                     outcome = active.Outcome("error", "cancelled")
                     break
@@ -416,6 +418,11 @@ class DoctorApp(App[None]):
                     break
         except Exception as exc:
             outcome = active.Outcome("error", f"crashed: {type(exc).__name__}: {exc}")
+        finally:
+            # A cancelled engine test kills its child process now (the generator's cleanup), not at garbage
+            # collection; a failing cleanup must not leave the test marked as running.
+            with contextlib.suppress(Exception):
+                getattr(events, "close", lambda: None)()
         self.call_from_thread(self._active_done, test, outcome or active.Outcome("error", "ended without a result"))
 
     def _active_event(self, test: active.ActiveTest, ev: active.Event) -> None:
@@ -430,7 +437,7 @@ class DoctorApp(App[None]):
         if self.report is not None:
             self.query_one(FindingsTree).refresh_active(self.results, self.unavailable)
         sev = {"ok": "information", "warn": "warning"}.get(outcome.status, "error")
-        self.notify(f"{test.title}: {outcome.summary}", severity=sev)  # type: ignore[arg-type]
+        self.notify(f"{test.title}: {active.result_line(test, outcome)}", severity=sev)  # type: ignore[arg-type]
 
     def action_cancel_active(self) -> None:
         if self.running_test is None:
@@ -444,7 +451,8 @@ class DoctorApp(App[None]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Re-run checks", "Diagnose again (probes this machine when live)", self.action_rerun)
-        yield SystemCommand("Show fix script", "The fix of the selected finding as a bash script", self.action_fix)
+        yield SystemCommand("Show fix script", "The selected finding's fix as a script: apt/dnf, pip, conda or bash",
+                            self.action_fix)
         yield SystemCommand("Fix script for every problem", "One script for every failure and warning",
                             self.action_fix_all)
         yield SystemCommand("Run the smoke test", active.SMOKE.what, self.action_smoke)

@@ -19,12 +19,14 @@ from doctor.tui import fixes, model
 
 
 class FixScreen(Screen[None]):
-    """The fix script of one finding (or of every problem), syntax-highlighted, to read, copy or save."""
+    """The fix script of one finding (or of every problem), syntax-highlighted, to read, copy or save; ``f`` (or a
+    click on a tab) switches between the formats :func:`fixes.script_formats` offers."""
 
     BINDINGS = [  # noqa: RUF012
         Binding("escape", "app.pop_screen", "Back"),
         Binding("s", "save", "Save…"),
         Binding("c", "copy", "Copy"),
+        Binding("f", "next_format", "Format"),
     ]
 
     def __init__(self, report: Report, findings: list[Finding], heading: str) -> None:
@@ -34,18 +36,25 @@ class FixScreen(Screen[None]):
         self.heading = heading
         self.formats = fixes.script_formats(report, findings)
         self.format = self.formats[0].id if self.formats else "bash"
+        self._scripts: dict[str, str] = {}
+        self.error: str | None = None  # why the shown format could not be rendered
 
     @property
     def script(self) -> str:
-        return fixes.fix_script(self.report, self.findings, self.format)
+        """The script in the selected format ("" when it could not be rendered: :attr:`error` says why)."""
+        if self.format not in self._scripts:
+            try:
+                self._scripts[self.format] = fixes.fix_script(self.report, self.findings, self.format)
+                self.error = None
+            except Exception as exc:  # a renderer bug is a message on the screen, not a crash
+                self.error = f"The {self.format} script could not be written: {type(exc).__name__}: {exc}"
+                return ""
+        return self._scripts[self.format]
 
     def compose(self) -> ComposeResult:
         yield Static(Text(self.heading, style="bold"), id="fix-title")
         yield Tabs(*[Tab(f.label, id=f"fmt-{f.id}") for f in self.formats], id="fix-formats")
-        missing = [p for p in fixes.PLANNED if p not in {f.id for f in self.formats}]
-        if missing:
-            yield Static(Text(f"{', '.join(missing)} scripts: not available yet (they come with fix plans).",
-                              style="dim italic"), id="fix-planned")
+        yield Static(id="fix-about")
         with VerticalScroll(id="fix-body"):
             yield Static(id="fix-script")
         yield Footer()
@@ -59,20 +68,43 @@ class FixScreen(Screen[None]):
             self.format = event.tab.id.removeprefix("fmt-")
             self._render_script()
 
+    def action_next_format(self) -> None:
+        ids = [f.id for f in self.formats]
+        if len(ids) > 1:
+            following = ids[(ids.index(self.format) + 1) % len(ids)] if self.format in ids else ids[0]
+            self.query_one("#fix-formats", Tabs).active = f"fmt-{following}"  # the tab's event renders it
+
     def _render_script(self) -> None:
-        self.query_one("#fix-script", Static).update(
-            Syntax(self.script, "bash", theme="ansi_dark", line_numbers=True, word_wrap=True))
+        about = next((f.about for f in self.formats if f.id == self.format), "")
+        self.query_one("#fix-about", Static).update(Text(about, style="dim italic"))
+        script = self.script
+        body = self.query_one("#fix-script", Static)
+        if self.error:
+            body.update(Text(self.error, style="bold red"))
+        else:
+            body.update(Syntax(script, "bash", theme="ansi_dark", line_numbers=True, word_wrap=True))
+        self.query_one("#fix-body", VerticalScroll).scroll_home(animate=False)
 
     def action_copy(self) -> None:
-        self.app.copy_to_clipboard(self.script)
-        self.notify("Fix script copied to the clipboard (terminals with OSC 52).")
+        script = self.script
+        if not script:
+            self.notify(self.error or "Nothing to copy.", severity="error")
+            return
+        self.app.copy_to_clipboard(script)
+        self.notify(f"The {self.format} fix script is on the clipboard (terminals with OSC 52).")
 
     def action_save(self) -> None:
+        script, fmt = self.script, self.format
+        if not script:
+            self.notify(self.error or "Nothing to save.", severity="error")
+            return
+
         def saved(path: str | None) -> None:
             if path:
-                self.app.write_file(path, self.script, executable=True)  # type: ignore[attr-defined]
+                self.app.write_file(path, script, executable=True)  # type: ignore[attr-defined]
 
-        self.app.push_screen(SaveDialog("Save the fix script", fixes.script_file_name(self.findings)), saved)
+        self.app.push_screen(SaveDialog(f"Save the {fmt} fix script", fixes.script_file_name(self.findings, fmt)),
+                             saved)
 
 
 class SaveDialog(ModalScreen[str | None]):

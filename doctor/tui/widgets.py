@@ -101,14 +101,13 @@ class FindingsTree(Tree[Node]):
         node = self._active_node
         worst = max((r.status for r in results.values()), key=lambda s: model.SEVERITY_ORDER.get(s, 0), default=None)
         status = {"error": "fail"}.get(worst or "", worst or "none")
-        counts = "unavailable" if unavailable == active.NOT_AVAILABLE else \
-            (f"{len(results)} run" if results else "not run")
+        counts = "unavailable" if unavailable else (f"{len(results)} run" if results else "not run")
         node.set_label(Text.assemble(mark(status), " Active tests ", (counts, "dim")))
         node.remove_children()
         for test in active.TESTS:
             res = results.get(test.id)
             sev = {"error": "fail"}.get(res.status, res.status) if res else "none"
-            label = f" {test.title}" + (f": {res.summary}" if res else "")
+            label = f" {test.title}" + (f": {active.result_line(test, res)}" if res else "")
             node.add_leaf(Text.assemble(mark(sev), label), Node("active_test", test=test))
         if results:
             node.expand()
@@ -247,7 +246,7 @@ def active_text(test: active.ActiveTest | None, results: dict[str, active.Outcom
         text.append(t.what + "\n")
         res = results.get(t.id)
         if res:
-            text.append(f"Result: {res.summary}\n", style=SEVERITY_STYLE.get(res.status, "bold red"))
+            text.append(f"Result: {active.result_line(t, res)}\n", style=SEVERITY_STYLE.get(res.status, "bold red"))
             for f in res.findings:
                 text.append_text(mark(f.severity))
                 text.append(f" {f.title}\n")
@@ -341,7 +340,7 @@ class ActivePanel(Vertical):
             res = results.get(t.id)
             intro.append_text(mark({"error": "fail"}.get(res.status, res.status) if res else "none"))
             intro.append(f" {t.title}: ", style="bold")
-            intro.append(res.summary if res else ("running…" if running == t.id else "not run"))
+            intro.append(active.result_line(t, res) if res else ("running…" if running == t.id else "not run"))
             intro.append("\n")
             if running is None and not results:  # before the first run: what each test does
                 intro.append(f"{t.what}\n", style="dim")
@@ -367,10 +366,12 @@ class ActivePanel(Vertical):
             else:
                 bar.update(total=100, progress=round(100 * max(0.0, min(1.0, ev.fraction))))
             if ev.step:
-                self.query_one("#active-step", Static).update(Text(f"{test.title}: {ev.step}", style="bold"))
+                where = f"GPU {ev.gpu}: " if ev.gpu is not None else ""
+                self.query_one("#active-step", Static).update(Text(f"{test.title}: {where}{ev.step}", style="bold"))
         elif isinstance(ev, active.Log):
             self.query_one(Log).write_line(ev.line)
         elif isinstance(ev, active.Outcome):
             self.query_one(ProgressBar).update(total=100, progress=100)
             self.query_one("#active-step", Static).update(
-                Text.assemble(mark({"error": "fail"}.get(ev.status, ev.status)), f" {test.title}: {ev.summary}"))
+                Text.assemble(mark({"error": "fail"}.get(ev.status, ev.status)),
+                              f" {test.title}: {active.result_line(test, ev)}"))
