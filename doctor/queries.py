@@ -154,7 +154,7 @@ def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, pytho
         if last and vtuple(drv)[:1] > vtuple(str(last))[:1]:
             return {"possible": False, "why": f"driver branch {vtuple(drv)[0]} no longer supports {arch['name']} "
                     f"GPUs (last: R{last}): install the R{last} branch"}
-    blocked: dict[str, list[str]] = {"python": [], "gpu": [], "driver": []}
+    blocked: dict[str, list[str]] = {"python": [], "gpu": [], "driver": [], "unverified": []}
     for row in sorted(m.rows("pytorch", "torch"), key=lambda r: vtuple(r["version"]), reverse=True):
         if spec is not None and not _in_spec(row["version"], spec):
             continue
@@ -162,6 +162,11 @@ def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, pytho
             blocked["python"].append(row["version"])
             continue
         for var in sorted(row.get("variant", []), key=lambda v: vtuple(v["cuda"]), reverse=True):
+            # A build whose arch list the matrix lacks cannot be confirmed for this GPU: it is not chosen,
+            # but the explanation names it.
+            if cc and not var.get("arch_list"):
+                blocked["unverified"].append(f"{row['version']} cu{var['cuda'].replace('.', '')}")
+                continue
             if cc and not _arch_ok(cc, var):
                 blocked["gpu"].append(f"{row['version']} cu{var['cuda'].replace('.', '')}")
                 continue
@@ -219,6 +224,9 @@ def _why(m: Matrix, blocked: dict[str, list[str]], spec: Any, want: str | None, 
                      f"(e.g. {blocked['gpu'][0]}): take a newer torch")
     if blocked["python"]:
         parts.append(f"your Python is outside Requires-Python of {', '.join(blocked['python'][:3])}")
+    if blocked["unverified"]:
+        parts.append(f"builds whose arch lists are not in the matrix may have kernels for this GPU (e.g. "
+                     f"{', '.join(blocked['unverified'][:2])}): install one and confirm with `gpu-doctor check --deep`")
     return "; ".join(parts)
 
 

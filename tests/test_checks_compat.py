@@ -489,3 +489,10 @@ def test_alternative_with_an_unknown_arch_list_says_so() -> None:
 def test_plan_on_a_driver_no_torch_build_runs_on_explains_without_looping() -> None:
     p = queries.plan(bundled(), None, "410.48", None, None)
     assert p["possible"] is False and "driver 410.48 is too old" in p["why"]
+
+
+def test_plan_never_picks_a_build_it_cannot_confirm_but_names_it() -> None:
+    # torch 2.5.1's cu118 wheel: 470 runs CUDA 11.8 by minor-version compatibility; its arch list is not recorded
+    p = queries.plan(bundled(), "NVIDIA GeForce RTX 3090", "470.223.02", "torch==2.5.1", None)
+    assert p["possible"] is False
+    assert "2.5.1 cu118" in p["why"] and "confirm with `gpu-doctor check --deep`" in p["why"]
