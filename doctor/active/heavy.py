@@ -3,8 +3,8 @@
 gpu-burn (github.com/wilicc/gpu-burn) exits 0 even when it marks a GPU FAULTY (wilicc/gpu-burn#12) and
 prints "OK" for a GPU whose test never started ("Couldn't init a GPU test", #14, #123): the exit code says
 nothing, so the doctor parses the output. A missing tool is a skipped step with the reason, never a failure.
-DCGM's `dcgmi diag` and nccl-tests' `all_reduce_perf` are not delegated to yet: no recorded output of them
-was available to test a parser against.
+DCGM's `dcgmi diag` (doctor/active/dcgm.py) and nccl-tests' `all_reduce_perf` (doctor/active/nccltests.py) are
+delegated to in the same way, after gpu-burn.
 """
 
 from __future__ import annotations

@@ -45,10 +45,14 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                    "120)")
     if name == "smoke":
         p.add_argument("--level", type=int, choices=(1, 3), default=1,
-                       help="1 (default): the driver-API smoke test; 3: also hand a long stress test to gpu-burn when "
-                       "it is on PATH (its verdict is read from its output: it exits 0 even for a FAULTY GPU)")
+                       help="1 (default): the driver-API smoke test; 3: also hand a long stress test to gpu-burn, "
+                       "DCGM's `dcgmi diag` and nccl-tests' all_reduce_perf when they are installed (their "
+                       "verdicts are read from their output: gpu-burn exits 0 even for a FAULTY GPU)")
         p.add_argument("--burn-seconds", type=int, default=60, metavar="SEC", help="with --level 3: gpu-burn's "
                        "duration (default 60)")
+        p.add_argument("--dcgm-seconds", type=int, default=1800, metavar="SEC",
+                       help="with --level 3: the time budget of DCGM's `dcgmi diag` (when a DCGM host engine "
+                       "runs), which also picks its level: >=1200 -r 3 (default 1800), >=300 -r 2, less -r 1")
         p.add_argument("--size-mib", type=int, default=256, metavar="MIB",
                        help="buffer size of the bandwidth measurements (default 256; at most an eighth of free memory)")
         fw = p.add_argument_group("frameworks")
@@ -96,17 +100,28 @@ def run(name: str, args: argparse.Namespace) -> int:
     if name == "oom":
         return _report(name, args, oom_events(opts))
     if args.level == 3:
+        from doctor.active.dcgm import dcgm_events
         from doctor.active.heavy import burn_events
+        from doctor.active.nccltests import nccl_events
         from doctor.host import Host
 
         if not 1 <= args.burn_seconds <= 86400:
             raise UsageError(f"--burn-seconds {args.burn_seconds}: between 1 and 86400")
-        return _report(name, args, _chain(smoke_events(opts), burn_events(Host(), args.burn_seconds)))
+        if not 1 <= args.dcgm_seconds <= 86400:
+            raise UsageError(f"--dcgm-seconds {args.dcgm_seconds}: between 1 and 86400")
+
+        def nccl(results: dict[str, Any]) -> Any:  # after the smoke test: its GPU count and topology
+            mg = (results.get("global") or {}).get("multi_gpu")
+            return nccl_events(Host(), len(results.get("gpus") or []), mg)
+
+        return _report(name, args, _chain(smoke_events(opts), burn_events(Host(), args.burn_seconds),
+                                          dcgm_events(Host(), args.dcgm_seconds), nccl))
     return _report(name, args, smoke_events(opts))
 
 
 def _chain(*tests: Any) -> Any:
-    """Several tests as one: their progress in turn, then one outcome with all the findings."""
+    """Several tests as one: their progress in turn, then one outcome with all the findings. A callable is
+    called with the results so far and returns the test (a later test that depends on an earlier one)."""
     from doctor.active.events import Outcome
     from doctor.active.gpu import status_of
 
@@ -114,7 +129,7 @@ def _chain(*tests: Any) -> Any:
     results: dict[str, Any] = {}
     summaries = []
     for test in tests:
-        for ev in test:
+        for ev in (test(results) if callable(test) else test):
             if isinstance(ev, Outcome):
                 findings += ev.findings
                 results.update(ev.results)

@@ -1,0 +1,181 @@
+"""`gpu-doctor smoke --level 3`: hand over to NVIDIA DCGM's `dcgmi diag` when a host engine answers.
+
+`dcgmi` is only a client: without a running `nv-hostengine` every command prints "Unable to establish a
+connection to the specified host". So `dcgmi discovery -l` runs first (15 s); when it fails the diagnostic is
+a skipped step with that reason. Otherwise `dcgmi diag -r N` runs with the time budget (`--dcgm-seconds`,
+default 1800) as its timeout, the level chosen from the budget: ≥ 1200 s → 3 (DCGM documents ~15 minutes),
+≥ 300 s → 2 (~2 minutes), less → 1 (seconds).
+
+The plain-text table is parsed, not `-j`: no real JSON output of `dcgmi diag` was available to test a parser
+against (tests/data/dcgmi/SOURCES.md). A test row is `| <name> | Pass|Fail|Warn|Skip[ - All|…] |`, followed by
+`Info`/`Warning`/`Error` rows whose text DCGM wraps at 45 characters, mid-word, over continuation rows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from doctor.active.events import Event, Outcome, Progress
+from doctor.findings import Evidence, Finding, Fix, FixStep
+from doctor.host import Host
+
+AREA = "Diagnostics (DCGM)"
+DEFAULT_SECONDS = 1800
+DISCOVERY_TIMEOUT = 15.0
+MESSAGE_KINDS = ("Info", "Warning", "Error")
+METADATA = {"DCGM Version": "version", "Driver Version Detected": "driver", "GPU Device IDs Detected": "device_ids"}
+
+
+def level_for(seconds: int) -> int:
+    return 3 if seconds >= 1200 else 2 if seconds >= 300 else 1
+
+
+def parse_dcgmi_diag(text: str) -> dict[str, Any]:
+    """Pure: the metadata and each test with its category, status, scope and messages (unwrapped)."""
+    out: dict[str, Any] = {"version": None, "driver": None, "device_ids": None, "tests": [], "table": False}
+    category = None
+    msg: dict[str, Any] | None = None
+    for line in text.splitlines():
+        cat = re.match(r"^[|+]-{3,}\s+(\w[\w ]*?)\s+-+\+", line)
+        if cat:
+            category, msg = cat[1], None
+            continue
+        if not line.startswith("|") or not line.rstrip().endswith("|"):
+            continue
+        parts = line.rstrip().split("|")
+        if len(parts) < 4:
+            continue
+        name, cell = parts[1].strip(), "|".join(parts[2:-1])
+        chunk = cell[1:] if cell.startswith(" ") else cell
+        if name == "Diagnostic" and cell.strip() == "Result":
+            out["table"] = True
+            continue
+        if name in METADATA:
+            out[METADATA[name]] = cell.strip()
+        elif name in MESSAGE_KINDS and out["tests"]:
+            msg = {"kind": name, "text": chunk[:45]}
+            out["tests"][-1]["messages"].append(msg)
+        elif not name and out["tests"]:
+            per_gpu = re.match(r"^\s*GPU(\d+): (\w+)", cell)
+            if per_gpu and msg is None:  # DCGM 4.x: a status line per GPU under the test
+                out["tests"][-1]["gpus"][int(per_gpu[1])] = per_gpu[2]
+            elif msg is not None:
+                # Wrapped at 45 characters: the chunks join as they are ("disab" + "led."), spaces included.
+                msg["text"] += chunk[:45]
+        elif name:
+            status, _, scope = cell.strip().partition(" - ")
+            out["tests"].append({"category": category, "name": name, "status": status, "scope": scope or None,
+                                 "messages": [], "gpus": {}})
+            msg = None
+    for test in out["tests"]:
+        for m in test["messages"]:
+            m["text"] = re.sub(r"\s+", " ", m["text"]).strip()
+    return out
+
+
+def _gpus_named(text: str) -> list[int]:
+    return sorted({int(g) for g in re.findall(r"\bGPU ?(\d+)\b", text)})
+
+
+def diag_findings(parsed: dict[str, Any], returncode: int | None, level: int) -> list[Finding]:
+    """Pure: each failed test → a failure per GPU DCGM names (with DCGM's own message), warnings → warnings,
+    skipped tests → one information line, everything passed → ok."""
+    ev = [Evidence("dcgmi.exit", returncode, "cmd:dcgmi diag"),
+          Evidence("dcgmi.version", parsed.get("version"), "cmd:dcgmi diag (Metadata)")]
+    out: list[Finding] = []
+    if not parsed["tests"]:
+        return [_f("gpu.dcgm_failed", "fail", f"dcgmi diag -r {level} gave no result table"
+                   + (f" (exit {returncode})" if returncode else ""),
+                   "DCGM could not run its diagnostic; its own output is in the evidence.", ev)]
+    skipped = []
+    for t in parsed["tests"]:
+        status = t["status"].lower()
+        per_gpu_fail = [g for g, s in t["gpus"].items() if s.lower() == "fail"]
+        per_gpu_warn = [g for g, s in t["gpus"].items() if s.lower() == "warn"]
+        if status == "fail" or per_gpu_fail:
+            problems = [m for m in t["messages"] if m["kind"] in ("Warning", "Error")] or t["messages"]
+            reported = False
+            for m in problems:
+                for g in _gpus_named(m["text"]) or [None]:
+                    who = f"GPU {g}" if g is not None else f"GPU(s) {t['scope'] or 'unnamed'}"
+                    out.append(_f("gpu.dcgm_failed", "fail", f"{who}: DCGM '{t['name']}' failed: {m['text']}",
+                                  f"dcgmi diag -r {level}, {t['category']} test '{t['name']}': "
+                                  f"{t['status']}{' - ' + t['scope'] if t['scope'] else ''}.",
+                                  [*ev, Evidence("dcgmi.test", {"name": t["name"], "status": t["status"]},
+                                                 "cmd:dcgmi diag")],
+                                  "Follow DCGM's advice above; for a hardware test that fails again after a GPU "
+                                  "reset, check the kernel log for Xid errors and RMA the GPU.",
+                                  [FixStep(["sh", "-c", "dmesg | grep -iE 'NVRM|Xid'"], root=True)]))
+                    reported = True
+            if not reported:
+                gpus = ", ".join(map(str, per_gpu_fail)) or t["scope"] or "unnamed"
+                out.append(_f("gpu.dcgm_failed", "fail", f"GPU(s) {gpus}: DCGM '{t['name']}' failed",
+                              "DCGM gave no message for this failure.", ev))
+        elif status == "warn" or per_gpu_warn:
+            msgs = [m["text"] for m in t["messages"]] or ["(no message)"]
+            for text in msgs:
+                who = ", ".join(f"GPU {g}" for g in (_gpus_named(text) or per_gpu_warn)) or "GPU(s)"
+                out.append(_f("gpu.dcgm_warning", "warn", f"{who}: DCGM '{t['name']}' warned: {text}", "", ev))
+        elif status == "skip":
+            skipped.append(t["name"])
+        else:
+            for m in t["messages"]:
+                if m["kind"] in ("Warning", "Error"):
+                    who = ", ".join(f"GPU {g}" for g in _gpus_named(m["text"])) or "GPU(s)"
+                    out.append(_f("gpu.dcgm_warning", "warn", f"{who}: DCGM '{t['name']}': {m['text']}", "", ev))
+    if skipped:
+        out.append(_f("gpu.dcgm", "info", f"DCGM skipped {len(skipped)} test(s): {', '.join(skipped)}",
+                      "A skipped test tested nothing: DCGM skips tests the GPU class does not support, tests "
+                      "that are not allowed (is_allowed), and, with --fail-early, everything after a failure.", ev))
+    if not any(f.severity in ("fail", "warn") for f in out):
+        passed = [t for t in parsed["tests"] if t["status"].lower() == "pass"]
+        out.insert(0, _f("gpu.dcgm", "ok", f"DCGM diag -r {level}: {len(passed)} test(s) passed"
+                         + (f" (DCGM {parsed['version']})" if parsed.get("version") else ""), evidence=ev))
+    return out
+
+
+def dcgm_events(host: Host, seconds: int = DEFAULT_SECONDS) -> Iterator[Event]:
+    level = level_for(seconds)
+    if host.which("dcgmi") is None:
+        yield _skipped("dcgmi is not installed")
+        return
+    yield Progress(None, "dcgmi discovery -l (is a DCGM host engine running?)")
+    probe = host.run(["dcgmi", "discovery", "-l"], timeout=DISCOVERY_TIMEOUT)
+    said = (probe.stdout + "\n" + probe.stderr).strip()
+    if probe.error or probe.returncode != 0 or "Unable to establish a connection" in said:
+        reason = probe.error or next((ln.strip() for ln in said.splitlines() if ln.strip()),
+                                     f"exit {probe.returncode}")
+        yield _skipped(f"no DCGM host engine answered `dcgmi discovery -l`: {reason}")
+        return
+    yield Progress(None, f"dcgmi diag -r {level} (up to {seconds} s; its own progress is not streamed)")
+    result = host.run(["dcgmi", "diag", "-r", str(level)], timeout=seconds)
+    if result.error:
+        finding = _f("gpu.hang", "fail", f"dcgmi diag -r {level} did not finish: {result.error}",
+                     "DCGM ran past the time budget (--dcgm-seconds); a diagnostic that hangs points at a wedged "
+                     "GPU or link (NVIDIA/DCGM#247).", [Evidence("dcgmi.error", result.error, "cmd:dcgmi diag")])
+        yield Outcome("fail", finding.title, [finding], {"dcgm": {"level": level, "error": result.error}})
+        return
+    parsed = parse_dcgmi_diag(result.stdout + "\n" + result.stderr)
+    findings = diag_findings(parsed, result.returncode, level)
+    if not parsed["tests"]:
+        findings = [Finding(**{**f.__dict__, "evidence": [*f.evidence, Evidence(
+            "dcgmi.output", (result.stdout + result.stderr).strip()[:500], "cmd:dcgmi diag")]}) for f in findings]
+    worst = "fail" if any(f.severity == "fail" for f in findings) else \
+        "warn" if any(f.severity == "warn" for f in findings) else "ok"
+    bad = [f for f in findings if f.severity in ("fail", "warn")]
+    yield Outcome(worst, (bad or findings)[0].title, findings, {"dcgm": {"level": level, **parsed}})
+
+
+def _skipped(reason: str) -> Outcome:
+    f = _f("gpu.dcgm", "info", f"DCGM diagnostics skipped: {reason}",
+           "Level 3 hands DCGM's diagnostic (`dcgmi diag`) the GPUs when DCGM is installed and its host engine "
+           "runs (`systemctl start nvidia-dcgm`, or `nv-hostengine`).")
+    return Outcome("ok", f"DCGM: skipped ({reason})", [f], {"dcgm": {"skipped": reason}})
+
+
+def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+       fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
+    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+                   evidence=evidence or [], fix=Fix(fix, steps or []) if fix else None, area=AREA, check=code)
