@@ -10,12 +10,12 @@ Usage: python -c "$(this file)" FRAMEWORK
 
 import json
 import sys
-import time
 import traceback
 import warnings
 
 MARKER = "@@GPU-DOCTOR@@"
 N = 512  # the matrix products are N x N, float32
+TC_N, TC_WARMUP, TC_ITERS = 8192, 3, 10  # the half-precision throughput products: 8192 x 8192, ~11 TFLOP in all
 RTOL = 1e-3  # |GPU - CPU| <= RTOL * max|CPU|, with TF32 off (float32 accumulation-order differences are ~1e-5)
 
 
@@ -89,15 +89,44 @@ def test_torch(out):
     img, w = torch.rand(8, 16, 32, 32, generator=g), torch.rand(32, 16, 3, 3, generator=g)
     conv = torch.nn.functional.conv2d
     out["conv"] = compare_torch(conv(img.cuda(), w.cuda()), conv(img, w))
-    step("half-precision matrix product throughput")
-    h = torch.rand(4096, 4096, device="cuda", dtype=torch.float16)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(10):
-        h @ h
-    torch.cuda.synchronize()
-    out["fp16_tflops"] = 10 * 2 * 4096 ** 3 / (time.perf_counter() - t0) / 1e12
+    tensor_core_rates(torch, out)
 
+
+def tflops(n, iters, seconds):
+    """Achieved TFLOP/s of `iters` n x n x n matrix products in `seconds`: 2*n^3 flops each (a multiply and an add)."""
+    if not seconds or seconds <= 0:
+        return None
+    return 2.0 * n ** 3 * iters / seconds / 1e12
+
+
+def tensor_core_rates(torch, out):
+    """bf16 and fp16 TC_N x TC_N products timed with CUDA events: the figures compared with the datasheet."""
+    step("half-precision matrix product throughput (tensor cores)")
+    major = torch.cuda.get_device_capability(0)[0]
+    rates = {}
+    for name in ("bf16", "fp16"):
+        if name == "bf16" and major < 8:  # bf16 tensor cores arrived with Ampere (sm_80)
+            rates[name] = {"skipped": "bf16 needs compute capability 8.0 or newer"}
+            continue
+        dtype = torch.bfloat16 if name == "bf16" else torch.float16
+        a = torch.rand(TC_N, TC_N, device="cuda", dtype=dtype)
+        b = torch.rand(TC_N, TC_N, device="cuda", dtype=dtype)
+        c = torch.empty(TC_N, TC_N, device="cuda", dtype=dtype)
+        for _ in range(TC_WARMUP):  # cuBLAS heuristics, clocks ramping up
+            torch.matmul(a, b, out=c)
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(TC_ITERS):
+            torch.matmul(a, b, out=c)
+        stop.record()
+        stop.synchronize()
+        seconds = start.elapsed_time(stop) / 1e3
+        rates[name] = {"tflops": tflops(TC_N, TC_ITERS, seconds), "n": TC_N, "iters": TC_ITERS,
+                       "warmup": TC_WARMUP, "seconds": seconds}
+        del a, b, c
+    torch.cuda.empty_cache()
+    out["matmul_tflops"] = rates
 
 def test_tensorflow(out):
     step("import tensorflow")

@@ -134,7 +134,7 @@ def classify(*texts: str | None) -> Signature:
 
 
 def framework_events(pythons: Sequence[str], frameworks: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
-                     only_installed: bool = False) -> Iterator[Event]:
+                     only_installed: bool = False, matrix: Any = None) -> Iterator[Event]:
     script = resources.files("doctor.active").joinpath("framework_child.py").read_text()
     runs: list[dict[str, Any]] = []
     total = len(pythons) * len(frameworks)
@@ -158,7 +158,11 @@ def framework_events(pythons: Sequence[str], frameworks: Sequence[str], timeout:
             runs.append(run)
             if run.get("ok"):
                 yield Log(f"{name}: GPU matrix product matches the CPU")
-    findings = [f for run in runs for f in judge_run(run, timeout)]
+    if matrix is None and any(run.get("matmul_tflops") for run in runs):
+        from doctor.matrix import current
+
+        matrix = current()
+    findings = [f for run in runs for f in judge_run(run, timeout, matrix)]
     if not runs:
         findings.append(Finding("framework.not_installed", "warn", "No framework (torch, tensorflow, jax, cupy) is "
                                 "installed in " + ", ".join(pythons), area=AREA, check="framework.not_installed"))
@@ -176,8 +180,8 @@ def _env() -> dict[str, str]:
     return env
 
 
-def judge_run(run: dict[str, Any], timeout: float) -> list[Finding]:
-    """The findings of one framework's run. Pure."""
+def judge_run(run: dict[str, Any], timeout: float, matrix: Any = None) -> list[Finding]:
+    """The findings of one framework's run. Pure. ``matrix`` gives tensor-core peaks (none: figures only)."""
     name, python = run["framework"], run["python"]
     who = f"{name} {run['version']}" if run.get("version") else name
     where = f"{who} in {python}"
@@ -209,11 +213,12 @@ def judge_run(run: dict[str, Any], timeout: float) -> list[Finding]:
         else:
             out.append(_f("gpu.wrong_results", "fail", f"{where}: the GPU {what} differs from the CPU", detail +
                           ": the GPU (or its math library) computes wrong results.", ev))
-    if run.get("fp16_tflops"):
-        out.append(_f("framework.gpu_smoke", "info", f"{where}: half-precision matrix product "
-                      f"{run['fp16_tflops']:.1f} TFLOP/s",
-                      evidence=[Evidence("framework.fp16_tflops", round(run["fp16_tflops"], 1),
-                                         "torch: 10 × 4096³ fp16 matmul")]))
+    if run.get("matmul_tflops"):
+        from doctor.active.judge import tensor_core_findings
+
+        who_gpu = f"{where}, {run['gpu_name']}" if run.get("gpu_name") else where
+        out += tensor_core_findings(who_gpu, run.get("gpu_name"), run["matmul_tflops"], matrix, AREA,
+                                    f"{name}.matmul")
     err = run.get("error")
     if err:
         sig = classify(err.get("text"), *run.get("warnings") or [], end.get("stderr"))

@@ -432,3 +432,58 @@ def recovery(g: dict[str, Any]) -> list[Finding]:
                           [Evidence("cuda.free", {"before": start, "after_release": after, "end": end},
                                     "libcuda:cuMemGetInfo_v2")], area=AREA_OOM))
     return out
+
+
+# --- tensor cores: the framework smoke test's half-precision matrix products -----------------------
+
+# A cuBLAS half-precision GEMM this large reaches 70-90 % of the dense tensor-core peak on a healthy GPU;
+# 50 % leaves room for boost clocks, power limits and a first cuBLAS heuristic.
+TENSOR_MIN_RATIO = 0.5
+TENSOR_DTYPES = ("bf16", "fp16")
+
+
+def tensor_core_peak(row: dict[str, Any] | None, dtype: str) -> float | None:
+    """The reviewed dense tensor-core peak (compat/gpus.toml `bf16_tflops` / `fp16_tflops`), else None."""
+    value = (row or {}).get(f"{dtype}_tflops")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def tensor_core_findings(who: str, gpu_name: str | None, rates: dict[str, Any] | None, matrix: Any,
+                         area: str = AREA_SMOKE, source: str = "torch.matmul") -> list[Finding]:
+    """One finding per measured dtype: the achieved TFLOP/s, against the tensor-core peak when one is recorded.
+
+    ``rates`` is what framework_child.tensor_core_rates measured: {"bf16": {"tflops", "n", "iters", "seconds"}
+    | {"skipped": why}, "fp16": {...}}. Pure.
+    """
+    out: list[Finding] = []
+    row = matrix.gpu(gpu_name) if matrix is not None and gpu_name else None
+    for dtype in TENSOR_DTYPES:
+        shown = dtype
+        res = (rates or {}).get(dtype) or {}
+        value = res.get("tflops")
+        if not isinstance(value, (int, float)) or value <= 0:
+            continue
+        what = f"{shown} matrix product (tensor cores)"
+        how = f"{source}: {res.get('n')}×{res.get('n')} {shown}, {res.get('iters')} iterations after warm-up, " \
+              "timed with CUDA events"
+        ev = [Evidence(f"framework.{dtype}_tflops", round(value, 1), how)]
+        peak = tensor_core_peak(row, dtype)
+        if peak is None:
+            out.append(_f("gpu.underperforming", "info", f"{who}: {what} {_num(value, 'TFLOP/s')}",
+                          "No reviewed tensor-core peak is recorded for this GPU in the compatibility data "
+                          f"(compat/gpus.toml `{dtype}_tflops`), so the figure is shown as is: compare it with the "
+                          "dense (not sparse) figure of the GPU's datasheet.", ev, area=area))
+            continue
+        ev.append(Evidence(f"spec.{dtype}_tflops", peak, (row or {}).get("source2") or (row or {}).get("source")))
+        ratio = value / peak
+        title = f"{who}: {what} {_num(value, 'TFLOP/s')}, {ratio:.0%} of the tensor-core peak ({_num(peak, 'TFLOP/s')})"
+        if ratio >= TENSOR_MIN_RATIO:
+            out.append(_f("gpu.underperforming", "ok", title, evidence=ev, area=area))
+            continue
+        out.append(_f("gpu.underperforming", "warn", title.replace(f", {ratio:.0%}", f": only {ratio:.0%}"),
+                      f"Below {TENSOR_MIN_RATIO:.0%} of the tensor cores' dense {shown} peak. Likely causes: another "
+                      "process using the GPU, a power limit or clocks set lower, thermal throttling, or a framework "
+                      "/ cuBLAS build that does not use the tensor cores of this GPU for this type.", ev,
+                      "Run `gpu-doctor smoke` (FP32, clocks and slowdown reasons) and look at the GPU's processes.",
+                      [FixStep(["nvidia-smi", "-q", "-d", "PERFORMANCE,CLOCK,POWER"])], area))
+    return out
