@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -56,3 +57,23 @@ def commands(f: Finding) -> list[list[str]]:
 @pytest.fixture
 def healthy() -> Facts:
     return make_facts()
+
+
+REPO = Path(__file__).resolve().parent.parent
+TORCH = "torch==2.13.0"
+CUDNN = "nvidia-cudnn-cu12==9.28.0.42"
+
+
+@pytest.fixture(scope="session")
+def torch_venv() -> Path:
+    """A venv with the real torch 2.13.0 CPU wheel and the real cuDNN 9 wheel, built once and cached."""
+    venv = REPO / ".cache" / "test-envs" / "torch2.13.0-cpu-cudnn9.28"
+    python = venv / "bin" / "python"
+    marker = venv / ".complete"
+    if not marker.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=300)
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        subprocess.run([*pip, TORCH], check=True, timeout=1800)
+        subprocess.run([*pip, "--no-deps", CUDNN], check=True, timeout=1800)
+        marker.write_text("ok\n")
+    return venv

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_real_host import torch_venv  # noqa: F401 (fixture)
 
 from doctor.active.torch_child import largest_fitting
 from doctor.active.torchmem import judge
@@ -85,7 +84,7 @@ def test_judged_with_the_memory_at_each_try() -> None:
 
 
 @pytest.mark.slow
-def test_cpu_only_torch_gives_cpu_only_build(torch_venv: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_cpu_only_torch_gives_cpu_only_build(torch_venv: Path, tmp_path: Path) -> None:
     (tmp_path / "tiny.py").write_text("import torch\n\ndef make():\n    m = torch.nn.Linear(4, 2)\n"
                                       "    return m, lambda n: torch.ones(n, 4)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_") and k != "LD_LIBRARY_PATH"}

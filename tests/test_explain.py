@@ -210,12 +210,8 @@ def test_nvcc_message_is_the_one_nvcc_prints(tmp_path: Path) -> None:
     assert "nvcc.unsupported_gpu_architecture" in ids(result.stderr), result.stderr
 
 
-TORCH = sorted(glob.glob(str(REPO / ".cache/test-envs/*/lib/python*/site-packages/torch")))
-
-
-@pytest.mark.skipif(not TORCH, reason="the torch test environment is not built (.cache/test-envs)")
-def test_torch_messages_are_the_ones_torch_prints() -> None:
-    torch = Path(TORCH[0])
+def test_torch_messages_are_the_ones_torch_prints(torch_venv: Path) -> None:
+    torch = next(torch_venv.glob("lib/python*/site-packages/torch"))
     cuda_init = (torch / "cuda/__init__.py").read_text()
     assert "Torch not compiled with CUDA enabled" in cuda_init
     warn = re.search(r'incompatible_device_warn = """\n(.*?)"""', cuda_init, re.S)

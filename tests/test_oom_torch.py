@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_real_host import torch_venv  # noqa: F401 (fixture)
 
 from doctor.active.torchmem import judge
 
@@ -28,7 +27,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_cpu_only_torch_oom_is_cpu_only_build(torch_venv: Path) -> None:  # noqa: F811
+def test_cpu_only_torch_oom_is_cpu_only_build(torch_venv: Path) -> None:
     result = run("oom", "--framework", "torch", "--python", str(torch_venv), "--json", "-q")
     assert result.returncode == 1
     doc = json.loads(result.stdout)
@@ -39,7 +38,7 @@ def test_cpu_only_torch_oom_is_cpu_only_build(torch_venv: Path) -> None:  # noqa
 
 
 @pytest.mark.slow
-def test_cpu_only_torch_nccl_needs_two_gpus(torch_venv: Path) -> None:  # noqa: F811
+def test_cpu_only_torch_nccl_needs_two_gpus(torch_venv: Path) -> None:
     result = run("smoke", "--nccl", "--python", str(torch_venv), "-q")
     assert result.returncode == 0, result.stdout
     assert ": RuntimeError: the NCCL all-reduce needs ≥2 CUDA GPUs; torch 2.13.0+cpu sees 0 (a CPU-only build)" \

@@ -14,10 +14,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
 LIBCUDA = Path("/usr/lib/x86_64-linux-gnu/libcuda.so.1")
-TORCH = "torch==2.13.0"
-CUDNN = "nvidia-cudnn-cu12==9.28.0.42"
 
 real_driver = pytest.mark.skipif(not LIBCUDA.exists(),
                                  reason="Debian's libcuda1 is not installed (.ci/run installs it)")
@@ -81,21 +78,6 @@ def test_real_cuda_13_toolkit_is_found_with_its_version(live_report: dict) -> No
 
 
 # --- a real Python environment ---------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def torch_venv() -> Path:
-    """A venv with the real torch 2.13.0 CPU wheel and the real cuDNN 9 wheel, built once and cached."""
-    venv = REPO / ".cache" / "test-envs" / "torch2.13.0-cpu-cudnn9.28"
-    python = venv / "bin" / "python"
-    marker = venv / ".complete"
-    if not marker.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=300)
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        subprocess.run([*pip, TORCH], check=True, timeout=1800)
-        subprocess.run([*pip, "--no-deps", CUDNN], check=True, timeout=1800)
-        marker.write_text("ok\n")
-    return venv
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_real_host import LIBCUDA, torch_venv  # noqa: F401 (fixture)
+from test_real_host import LIBCUDA
 
 GPU_DOCTOR = Path(sys.executable).with_name("gpu-doctor")
 
@@ -41,7 +41,7 @@ def test_real_535_without_a_gpu_reports_no_device_and_exits_1(command: str) -> N
 
 
 @pytest.mark.slow
-def test_cpu_only_torch_fails_framework_smoke_as_cpu_only_build(torch_venv: Path) -> None:  # noqa: F811
+def test_cpu_only_torch_fails_framework_smoke_as_cpu_only_build(torch_venv: Path) -> None:
     result = run("smoke", "--framework", "torch", "--python", str(torch_venv), "--json", "-q")
     assert result.returncode == 1, result.stderr
     doc = json.loads(result.stdout)
@@ -57,7 +57,7 @@ def test_cpu_only_torch_fails_framework_smoke_as_cpu_only_build(torch_venv: Path
 
 
 @pytest.mark.slow
-def test_frameworks_that_are_not_installed_are_left_out_of_all(torch_venv: Path) -> None:  # noqa: F811
+def test_frameworks_that_are_not_installed_are_left_out_of_all(torch_venv: Path) -> None:
     result = run("smoke", "--framework", "all", "--python", str(torch_venv), "--json", "-q")
     doc = json.loads(result.stdout)
     assert [r["framework"] for r in doc["active"]["results"]["frameworks"]] == ["torch"]

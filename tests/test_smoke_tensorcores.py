@@ -12,7 +12,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from test_real_host import torch_venv  # noqa: F401 (fixture)
 
 from doctor.active import framework_child
 from doctor.active.events import Outcome
@@ -175,7 +174,7 @@ def test_child_skips_bf16_before_ampere() -> None:
 
 
 @pytest.mark.slow
-def test_cpu_only_torch_never_reaches_the_tensor_core_step(torch_venv: Path) -> None:  # noqa: F811
+def test_cpu_only_torch_never_reaches_the_tensor_core_step(torch_venv: Path) -> None:
     events = list(framework_events([str(torch_venv / "bin" / "python")], ["torch"], timeout=120))
     outcome = events[-1]
     assert isinstance(outcome, Outcome)
