@@ -237,6 +237,14 @@ def build_plan(facts: Facts, findings: list[Finding], m: Matrix, opts: Options |
         wants_driver = bool(codes & {"driver.missing", "driver.too_old_for_gpu", "driver.gpu_unsupported_by_driver"})
     if wants_driver and "driver.missing" in codes and facts.host.pci_nvidia_gpus == 0:
         wants_driver = False  # no GPU on the bus: a driver cannot help (the finding says attach one)
+    if wants_driver and facts.host.container:
+        # A container uses its host's kernel driver: nothing installed in the container changes it.
+        wants_driver = False
+        add(_manual_step("driver", bad, tuple(sorted(codes & {"driver.too_old_for_cuda_runtime",
+                                                               "framework.cuda_newer_than_driver",
+                                                               "driver.too_old_for_gpu"})),
+                         f"The driver is the container host's: upgrade it there (to ≥ {need or 'the version named'}); "
+                         "nothing installed inside the container changes it."))
     if wants_driver:
         target = int(vtuple(opts.target_driver)[0]) if opts.target_driver else (branch(need) if need else None)
         last = (arch or {}).get("last_driver_branch")
@@ -288,6 +296,8 @@ def build_plan(facts: Facts, findings: list[Finding], m: Matrix, opts: Options |
     if "driver.not_loaded" in codes:
         # The module loads once its cause is gone: fold the finding into the step that removes the cause.
         cause = next((sid for sid in ("driver", "nouveau", "dkms") if sid in steps), None)
+        if facts.host.pci_nvidia_gpus == 0 or facts.host.container:
+            cause = None  # no GPU to load the module for, or the host's module: no package here loads it
         if cause == "dkms" and d.module_for_running_kernel is False:
             st = steps["dkms"]
             steps["dkms"] = dataclasses.replace(st, actions=[*st.actions, LoadModule("nvidia")])

@@ -369,3 +369,35 @@ def test_apt_and_dnf_cover_the_supported_releases():
 
 def test_manual_action_is_data():
     assert Manual("x", ["y"]).to_dict() == {"action": "Manual", "text": "x", "commands": ["y"]}
+
+
+def _plan_of(facts):
+    return build_plan(facts, diagnose(facts).findings, current())
+
+
+def test_inside_a_container_the_driver_is_the_hosts_and_never_installed_here() -> None:
+    from dataclasses import replace
+
+    from factories import H100, make_facts
+
+    from doctor.facts import Toolkit
+
+    # a GeForce card: forward compatibility (cuda-compat inside the container) does not apply to it
+    rtx = replace(H100, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")
+    facts = make_facts(host__container="docker", driver__kernel_module="535.104.05", driver__userspace="535.104.05",
+                       gpus=[rtx], toolkits=[Toolkit("/usr/local/cuda-13.0", "13.0.0", "13.0.88", "path")])
+    plan = _plan_of(facts)
+    actions = [type(a).__name__ for s in plan.steps for a in s.actions]
+    assert "InstallDriver" not in actions
+    step = next(s for s in plan.steps if "driver.too_old_for_cuda_runtime" in s.resolves)
+    assert "container host" in " ".join(str(a) for a in step.actions) + step.why
+
+
+def test_no_gpu_on_the_bus_never_folds_module_loading_into_a_driver_install() -> None:
+    from factories import make_facts
+
+    facts = make_facts(driver__kernel_module=None, driver__module_loaded=False, driver__userspace="535.309.01",
+                       driver__nvml_error="Driver Not Loaded", host__pci_nvidia_gpus=0, gpus=[])
+    plan = _plan_of(facts)
+    step = next(s for s in plan.steps if "driver.not_loaded" in s.resolves)
+    assert [type(a).__name__ for a in step.actions] == ["Manual"]
