@@ -110,6 +110,7 @@ class Gpu:
     remapped_rows_pending: bool | None = None
     temperature_c: int | None = None
     power_draw_w: float | None = None
+    utilization_pct: int | None = None  # GPU busy time over the last sample period (NVML / nvidia-smi)
     pcie_gen_current: int | None = None
     pcie_gen_max: int | None = None
     pcie_width_current: int | None = None

@@ -326,6 +326,7 @@ def _smi_gpu(gpu: ET.Element, index: int) -> dict[str, Any]:
         "remapped_rows_pending": _remapped_pending(gpu.find("remapped_rows")),
         "temperature_c": _leading_int(_text(gpu, "temperature/gpu_temp")),
         "power_draw_w": _power_draw(gpu),
+        "utilization_pct": _leading_int(_text(gpu, "utilization/gpu_util")),
         "pcie_gen_current": _leading_int(_text(link, "pcie_gen/current_link_gen")),
         "pcie_gen_max": _leading_int(_text(link, "pcie_gen/max_link_gen")),
         "pcie_width_current": _leading_int(_text(link, "link_widths/current_link_width")),

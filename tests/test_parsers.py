@@ -51,6 +51,7 @@ GPU_KEYS = {
     "remapped_rows_pending",
     "temperature_c",
     "power_draw_w",
+    "utilization_pct",
     "pcie_gen_current",
     "pcie_gen_max",
     "pcie_width_current",
@@ -687,3 +688,12 @@ def test_smi_xml_cut_anywhere_never_invents_gpus(rel: str, data: st.DataObject) 
     cut = FIXTURE_TEXT[rel][: data.draw(st.integers(min_value=0, max_value=len(FIXTURE_TEXT[rel])))]
     seen = [g["uuid"] for g in parsers.parse_nvidia_smi_xml(cut)["gpus"]]
     assert seen == full[: len(seen)]
+
+
+@pytest.mark.parametrize(("fixture", "util"), [
+    ("geforce-rtx-3080-595.58.03.xml", 65),     # <gpu_util>65 %</gpu_util>
+    ("a100-sxm4-80gb-mig-535.54.03.xml", None),  # N/A in MIG mode
+])
+def test_smi_xml_utilization(fixture: str, util: int | None) -> None:
+    gpu = parsers.parse_nvidia_smi_xml((DATA / "nvidia-smi-xml" / fixture).read_text())["gpus"][0]
+    assert gpu["utilization_pct"] == util

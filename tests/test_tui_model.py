@@ -144,12 +144,13 @@ def test_evidence_splits_into_facts_and_matrix_rows_with_their_links() -> None:
 def test_gpu_rows_and_memory_bar() -> None:
     facts = by_name("shared-p100-memory-held").facts()  # type: ignore[union-attr]
     row = model.gpu_row(facts.gpus[0])
-    assert row == ("0", "Tesla P100-PCIE-12GB", "6.0", "██████████ 11.1/11 GiB", "31°C", "25 W", "gen3 x16",
+    assert row == ("0", "Tesla P100-PCIE-12GB", "6.0", "██████████ 11.1/11 GiB", "33%", "31°C", "25 W", "gen3 x16",
                    "0 unc.")
     assert model.memory_bar(None, 100) == "?"
     assert model.memory_bar(0, 8192, width=4) == "░░░░ 0.0/8 GiB"
     degraded = replace(facts.gpus[0], pcie_gen_current=1, pcie_width_current=8, temperature_c=None)
-    assert model.gpu_row(degraded)[6] == "gen1 x8 (max gen3 x16)" and model.gpu_row(degraded)[4] == "–"
+    assert model.gpu_row(degraded)[7] == "gen1 x8 (max gen3 x16)" and model.gpu_row(degraded)[5] == "–"
+    assert model.gpu_row(replace(facts.gpus[0], utilization_pct=87))[4] == "87%"
 
 
 def test_no_table_reason_quotes_nvml_and_the_pci_bus() -> None:

@@ -147,6 +147,8 @@ def _nvml_gpu(n: Any, i: int) -> dict[str, Any]:
     remap = _call(n.nvmlDeviceGetRemappedRows, h)
     gpu["remapped_rows_pending"] = bool(remap[2]) if remap else None
     gpu["temperature_c"] = _call(n.nvmlDeviceGetTemperature, h, 0)
+    util = _call(n.nvmlDeviceGetUtilizationRates, h)
+    gpu["utilization_pct"] = int(util.gpu) if util is not None else None
     power = _call(n.nvmlDeviceGetPowerUsage, h)
     gpu["power_draw_w"] = power / 1000.0 if power is not None else None
     gpu["pcie_gen_current"] = _call(n.nvmlDeviceGetCurrPcieLinkGeneration, h)

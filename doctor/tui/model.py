@@ -140,7 +140,7 @@ def value_text(value: object) -> str:
 
 # --- GPUs ---------------------------------------------------------------------------------------
 
-GPU_COLUMNS = ("#", "Name", "CC", "Memory", "Temp", "Power", "PCIe", "ECC")
+GPU_COLUMNS = ("#", "Name", "CC", "Memory", "Util", "Temp", "Power", "PCIe", "ECC")
 
 
 def memory_bar(used: int | None, total: int | None, width: int = 10) -> str:
@@ -162,7 +162,8 @@ def gpu_row(g: Gpu) -> tuple[str, ...]:
             pcie += f" (max gen{_or_dash(g.pcie_gen_max)} x{_or_dash(g.pcie_width_max)})"
     power = "–" if g.power_draw_w is None else f"{g.power_draw_w:.0f} W"
     return (_or_dash(g.index), g.name or f"PCI {g.pci_bus_id} ({g.pci_device_id})", _or_dash(g.compute_capability),
-            memory_bar(g.memory_used_mib, g.memory_total_mib), _or_dash(g.temperature_c, "°C"), power, pcie,
+            memory_bar(g.memory_used_mib, g.memory_total_mib), _or_dash(g.utilization_pct, "%"),
+            _or_dash(g.temperature_c, "°C"), power, pcie,
             "–" if g.ecc_uncorrected is None else f"{g.ecc_uncorrected} unc.")
 
 

@@ -12,7 +12,7 @@
  *
  * and per GPU i, FAKE_NVML_GPU<i>_<KEY> (defaults: a healthy idle H100 in a x16 gen-5 slot):
  *   UUID, BUS (PCI bus number), PCI_DEVICE_ID, CC ("9.0"), MEM_TOTAL_MIB, MEM_USED_MIB,
- *   PERSISTENCE, ECC (uncorrected, volatile), REMAP_PENDING, TEMP, POWER_MW, PCIE_GEN, PCIE_GEN_MAX,
+ *   PERSISTENCE, ECC (uncorrected, volatile), REMAP_PENDING, TEMP, UTIL (percent), POWER_MW, PCIE_GEN, PCIE_GEN_MAX,
  *   PCIE_WIDTH, PCIE_WIDTH_MAX, THROTTLE (reason bit mask), HANDLE (only "err:N"),
  *   PROCS  "PID:MIB,PID:MIB" compute processes ("PID:?" = memory not available),
  *   MIG    "PROFILE:MIB|PROFILE:MIB" MIG mode on, with these MIG devices.
@@ -356,6 +356,15 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensorType, unsig
     if (sensorType != 0) /* NVML_TEMPERATURE_GPU */
         return NVML_ERROR_INVALID_ARGUMENT;
     return uint_knob(device, "TEMP", 34, temp);
+}
+
+/* nvmlUtilization_t: { unsigned int gpu; unsigned int memory; } */
+typedef struct { unsigned int gpu; unsigned int memory; } nvmlUtilization_t;
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *util) {
+    CHECK(device, util);
+    util->memory = 0;
+    return uint_knob(device, "UTIL", 0, &util->gpu);
 }
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
