@@ -20,6 +20,7 @@ sys.path.insert(0, str(REPO))
 
 from doctor import parsers  # noqa: E402
 from doctor.facts import (  # noqa: E402
+    ENV_NAMES,
     ContainerToolkit,
     Cudnn,
     DriverInfo,
@@ -68,7 +69,16 @@ def torch_env(version: str, cuda: str | None, cudnn: str | None = None,
 
 
 CUDNN_PIP = PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cuda="12", cudnn="9.1.0.70")
-ENV_BASE = {"PATH": "/usr/local/bin:/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": None, "VIRTUAL_ENV": "/home/ml/venv"}
+# As a live collection records them: every variable gpu-doctor reads, None when unset.
+ENV_BASE = {**dict.fromkeys(ENV_NAMES), "PATH": "/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/home/ml/venv"}
+NVML_SOURCES = {"driver.userspace": "nvml:nvmlSystemGetDriverVersion",
+                "driver.kernel_module": "file:/proc/driver/nvidia/version",
+                "driver.cuda_driver_api": "libcuda:cuDriverGetVersion", "gpus": "nvml"}
+
+
+def live_sources(**sources: str) -> dict[str, str]:
+    """The sources a live collection records: these probes ran, so what they did not find is absent."""
+    return {"driver": "probes", "toolkits": "probes", "loader": "cmd:ldconfig -p", **sources}
 
 
 def r470_geforce() -> Facts:
@@ -93,9 +103,7 @@ def r470_geforce() -> Facts:
         cudnn=[Cudnn("9.1.0.70", f"{VENV} [nvidia-cudnn-cu12]", "pip")],
         python_envs=[torch_env("2.5.1", "12.4", "9.1.0.70", [CUDNN_PIP])],
         env=dict(ENV_BASE),
-        sources={"driver.userspace": "nvml:nvmlSystemGetDriverVersion", "driver.kernel_module":
-                 "file:/proc/driver/nvidia/version", "driver.cuda_driver_api": "libcuda:cuDriverGetVersion",
-                 "gpus": "nvml"},
+        sources=live_sources(**NVML_SOURCES),
     )
 
 
@@ -125,9 +133,7 @@ def rtx5090_cu124() -> Facts:
         cudnn=[Cudnn("9.1.0.70", f"{VENV} [nvidia-cudnn-cu12]", "pip")],
         python_envs=[torch_env("2.5.1", "12.4", "9.1.0.70", [CUDNN_PIP])],
         env=dict(ENV_BASE),
-        sources={"driver.userspace": "nvml:nvmlSystemGetDriverVersion", "driver.kernel_module":
-                 "file:/proc/driver/nvidia/version", "driver.cuda_driver_api": "libcuda:cuDriverGetVersion",
-                 "gpus": "nvml"},
+        sources=live_sources(**NVML_SOURCES),
     )
 
 
@@ -157,8 +163,9 @@ def mismatch_after_upgrade() -> Facts:
                           libcudart=LibRef("/usr/local/cuda-12.2/lib64/libcudart.so.12", "12.2.140"),
                           libcuda=LibRef("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "535.129.03", stub=False)),
         env={**ENV_BASE, "PATH": "/usr/local/cuda-12.2/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": None},
-        sources={"driver.userspace": "file:/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-                 "driver.kernel_module": "file:/proc/driver/nvidia/version", "gpus": "file:/sys/bus/pci/devices"},
+        sources=live_sources(**{"driver.userspace": "file:/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+                                "driver.kernel_module": "file:/proc/driver/nvidia/version",
+                                "gpus": "file:/sys/bus/pci/devices"}),
     )
 
 
@@ -193,9 +200,7 @@ def healthy_h100_node() -> Facts:
         python_envs=[torch_env("2.5.1", "12.4", "9.1.0.70", [CUDNN_PIP])],
         env={**ENV_BASE, "PATH": "/usr/local/cuda-12.4/bin:/usr/local/bin:/usr/bin:/bin",
              "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
-        sources={"driver.userspace": "nvml:nvmlSystemGetDriverVersion", "driver.kernel_module":
-                 "file:/proc/driver/nvidia/version", "driver.cuda_driver_api": "libcuda:cuDriverGetVersion",
-                 "gpus": "nvml"},
+        sources=live_sources(**NVML_SOURCES),
     )
 
 
@@ -239,10 +244,11 @@ def debian12_no_gpu() -> Facts:
                           libcudart=LibRef("/usr/local/cuda-13.0/lib/libcudart.so.13", "13", stub=False),
                           libcuda=LibRef("/lib/x86_64-linux-gnu/libcuda.so.1", "535.309.01", stub=False)),
         python_envs=[PythonEnv(executable="/usr/bin/python3", version="3.11.2", origin="PATH")],
-        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": None, "NVIDIA_VISIBLE_DEVICES": None},
-        sources={"driver.userspace": "file:/lib/x86_64-linux-gnu/libcuda.so.1",
-                 "driver.cuda_driver_api": "libcuda:cuDriverGetVersion", "driver.cuda_init_error": "libcuda:cuInit",
-                 "host.pci_nvidia_gpus": "file:/sys/bus/pci/devices"},
+        env={**ENV_BASE, "VIRTUAL_ENV": None},
+        sources=live_sources(**{"driver.userspace": "file:/lib/x86_64-linux-gnu/libcuda.so.1",
+                                "driver.cuda_driver_api": "libcuda:cuDriverGetVersion",
+                                "driver.cuda_init_error": "libcuda:cuInit",
+                                "host.pci_nvidia_gpus": "file:/sys/bus/pci/devices"}),
     )
 
 

@@ -295,7 +295,8 @@ async def test_pip_script_for_the_r470_host_is_the_plans_python_side(tmp_path: P
     app = RecordingApp(example_sources(), index=index_of("r470-geforce-cu124-torch"))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("f", "f")
+        # every problem (the driver, and the missing toolkit's note), as `gpu-doctor fix --format pip` plans them
+        await pilot.press("F", "f")
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, FixScreen) and screen.format == "pip"
