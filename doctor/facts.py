@@ -311,7 +311,10 @@ def schema_for(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
             defs[name] = {
                 "type": "object",
                 "properties": {f.name: schema_for(hints[f.name], defs) for f in dataclasses.fields(tp)},
-                "required": [f.name for f in dataclasses.fields(tp)],
+                # Within v1 a field added later is optional on read: only fields without a default are required,
+                # so a snapshot written before a field existed loads with that field unknown.
+                "required": [f.name for f in dataclasses.fields(tp)
+                             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING],
             }
         return {"$ref": f"#/$defs/{name}"}
     return {str: {"type": "string"}, int: {"type": "integer"}, float: {"type": "number"},

@@ -170,3 +170,33 @@ def test_version_and_help_are_instant_and_import_nothing_heavy() -> None:
            "print([m for m in ('textual','requests','pynvml','doctor.probes','doctor.checks') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+HISTORY = Path(__file__).resolve().parent / "data" / "facts-v1-history"
+
+
+@pytest.mark.parametrize("path", sorted(HISTORY.glob("*.json")), ids=lambda p: p.name)
+def test_v1_snapshot_from_an_earlier_release_loads_with_later_fields_unknown(path: Path) -> None:
+    data = json.loads(path.read_text())
+    assert data["gpus"] == [] or "utilization_pct" not in data["gpus"][0]  # written before that field existed
+    facts = load_facts(path.read_text())
+    assert all(g.utilization_pct is None for g in facts.gpus)
+    report = diagnose(facts)
+    assert report.findings, "an old snapshot is judged like a new one"
+
+
+@pytest.mark.parametrize("command", [["check", "--facts"], ["fix", "--facts"]])
+def test_cli_reads_an_old_v1_snapshot(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    old = HISTORY / "a0c2269-r470-geforce-cu124-torch.json"
+    code = main([*command, str(old)])
+    out = capsys.readouterr()
+    assert code in (0, 1), out.err
+    assert "schema" not in out.err
+
+
+def test_diff_reads_two_old_v1_snapshots(capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = HISTORY / "a0c2269-healthy-8x-h100.json", HISTORY / "a0c2269-r470-geforce-cu124-torch.json"
+    code = main(["diff", str(a), str(b)])
+    out = capsys.readouterr()
+    assert code in (0, 1), out.err
+    assert out.out.strip()
