@@ -65,7 +65,23 @@ def diagnose(facts: Facts, checks: list[Check] | None = None, ctx: Context | Non
         findings += found
         results.append(CheckResult(chk.id, chk.area, chk.summary, status, reason))
     matrix = ctx.matrix.describe() if hasattr(ctx.matrix, "describe") else None
-    return Report(facts=facts, findings=findings, checks=results, matrix=matrix)
+    return Report(facts=facts, findings=planned_fixes(facts, findings, ctx), checks=results, matrix=matrix)
+
+
+def planned_fixes(facts: Facts, findings: list[Finding], ctx: Context) -> list[Finding]:
+    """The findings with the fix the one plan gives them (doctor.fixplan), so `check`, `explain`, the TUI and
+    `fix` say the same thing. A planner failure leaves the checks' own fix text: the report still stands."""
+    if not any(f.intents for f in findings):
+        return findings
+    from doctor.fixplan import build_plan, with_plan_fixes
+    from doctor.matrix import Matrix
+
+    if not isinstance(ctx.matrix, Matrix):
+        return findings
+    try:
+        return with_plan_fixes(findings, build_plan(facts, findings, ctx.matrix))
+    except Exception:
+        return findings
 
 
 def generate_report_schema() -> dict[str, Any]:

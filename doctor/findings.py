@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from doctor.intents import Intent
+
 Severity = Literal["fail", "warn", "info", "ok"]
 SEVERITY_RANK: dict[str, int] = {"fail": 3, "warn": 2, "info": 1, "ok": 0}
 
@@ -55,6 +57,11 @@ class Finding:
     fix: Fix | None = None
     area: str = ""
     check: str = ""
+    # What should change, as typed data (doctor.intents), alternatives best first; the planner turns them into
+    # the plan every surface shows. Empty: the check knows no remedy it can express (``fix`` is then the text).
+    intents: list[Intent] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["intents"] = [i.to_dict() for i in self.intents]
+        return out

@@ -17,9 +17,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor import intents as it
 from doctor.facts import Facts, PythonEnv
-from doctor.findings import Finding
-from doctor.matrix import Matrix, branch, driver_runs_cuda, major_minor, vtuple
+from doctor.findings import Finding, Fix, FixStep
+from doctor.matrix import Matrix, branch, major_minor, vtuple
 
 PLAN_SCHEMA = "gpu-doctor.fixplan/v1"
 
@@ -93,6 +94,7 @@ class ReinstallTorch(Action):
     index_url: str
     replace_cpu: bool = False
     installed: str | None = None  # the version installed now (e.g. 2.5.1+cpu)
+    companions: list[str] = field(default_factory=list)  # torchvision==0.20.1 … installed beside it: same index
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,11 @@ class PlanStep:
     verify: list[str]  # argv, usually gpu-doctor check <id>…
     root: bool = True
     risk: str = "safe"  # safe | restart | reboot | destructive
+    findings: list[int] = field(default_factory=list)  # which findings (by position) this step resolves
+
+    @property
+    def python_only(self) -> bool:
+        return all(isinstance(a, (ReinstallTorch, PipInstall, Manual)) for a in self.actions) and not self.root
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "resolves": self.resolves, "why": self.why,
@@ -184,214 +191,491 @@ class Options:
     target_driver: str | None = None  # "550" or "550.54.14"
     target_cuda: str | None = None  # "12.4"
     want: str | None = None  # "torch==2.5.1"
+    python_only: bool = False  # only what a Python environment can do (fix --format pip|conda)
 
 
 class PlanError(ValueError):
     """An override the matrix cannot honour (unknown CUDA, malformed driver): one line for the user."""
 
 
-# --- building it ----------------------------------------------------------------------------------
+# --- building it: intents + facts + matrix → one plan ---------------------------------------------
 
-SYSTEM_ORDER = ("nouveau", "driver", "dkms", "module", "compat", "toolkit", "cudnn", "container")
+ENGINES = ("docker", "podman", "containerd", "cri-o")
+_ORDER = ("nouveau", "driver", "dkms", "module", "mismatch", "compat", "toolkit", "cudnn", "container", "env",
+          "torch", "tensorflow", "jax", "manual")
 
 
 def build_plan(facts: Facts, findings: list[Finding], m: Matrix, opts: Options | None = None) -> FixPlan:
+    """The one plan for these findings: every failing or warning finding's intents weighed together.
+
+    ``PlanStep.findings`` holds the positions (in ``findings``) of the findings each step resolves, so the fix
+    shown under a finding (:func:`fix_for`) is the plan's own step.
+    """
     opts = opts or Options()
     _check_options(m, opts)
-    bad = [f for f in findings if f.severity in ("fail", "warn")]
-    codes = {f.code for f in bad}
-    steps: dict[str, PlanStep] = {}
-    notes: list[str] = []
-    targets: dict[str, Any] = {}
-    d = facts.driver
-    installed = _driver(facts)
-    kernel = d.running_kernel
+    return _Planner(facts, findings, m, opts).build()
 
-    def add(step: PlanStep) -> None:
-        if step.id in steps:  # merge: one step resolving several findings
-            old = steps[step.id]
-            steps[step.id] = dataclasses.replace(old, resolves=sorted({*old.resolves, *step.resolves}),
-                                                 verify=list(dict.fromkeys([*old.verify, *step.verify])))
+
+class _Planner:
+    def __init__(self, facts: Facts, findings: list[Finding], m: Matrix, opts: Options) -> None:
+        self.facts, self.m, self.opts = facts, m, opts
+        self.bad = [(n, f) for n, f in enumerate(findings) if f.severity in ("fail", "warn")]
+        self.steps: dict[str, PlanStep] = {}
+        self.notes: list[str] = []
+        self.targets: dict[str, Any] = {}
+        self.skipped: list[str] = []  # what --format pip|conda leaves to the system (by the step's why)
+
+    # -- bookkeeping ---------------------------------------------------------------------------------
+    def add(self, step: PlanStep) -> None:
+        if step.id in self.steps:  # merge: one step resolving several findings
+            old = self.steps[step.id]
+            self.steps[step.id] = dataclasses.replace(
+                old, resolves=sorted({*old.resolves, *step.resolves}),
+                verify=list(dict.fromkeys([*old.verify, *step.verify])),
+                findings=sorted({*old.findings, *step.findings}))
         else:
-            steps[step.id] = step
+            self.steps[step.id] = step
 
-    # -- the driver branch: the newest need wins, the GPU's last branch caps it --------------------
-    need, reasons = _driver_need(facts, bad, m, opts)
-    gpu_row, arch = _gpu(facts, m)
-    flavor = _flavor(facts, arch)
-    wants_driver = bool(opts.target_driver) or bool(codes & {"driver.missing", "driver.too_old_for_cuda_runtime",
-                                                               "driver.too_old_for_gpu",
-                                                               "driver.gpu_unsupported_by_driver",
-                                                               "framework.cuda_newer_than_driver"})
-    compat_pkg = _forward_compat(bad)
-    if compat_pkg and not opts.target_driver:
-        targets["cuda_compat"] = compat_pkg[0]
-        add(PlanStep("compat", [c for c in sorted(codes) if c in ("driver.too_old_for_cuda_runtime",
-                                                                   "framework.cuda_newer_than_driver")],
-                     f"This data-center GPU can run CUDA {compat_pkg[1]} on driver {installed} through NVIDIA's "
-                     f"forward-compatibility package {compat_pkg[0]}, without changing the driver",
-                     [InstallCudaCompat(compat_pkg[0], compat_pkg[1]),
-                      Manual(f"Point the application at the compat libraries: LD_LIBRARY_PATH=/usr/local/cuda-"
-                             f"{compat_pkg[1]}/compat:$LD_LIBRARY_PATH")],
-                     _verify(bad, "driver.too_old_for_cuda_runtime", "framework.cuda_newer_than_driver")))
-        wants_driver = bool(codes & {"driver.missing", "driver.too_old_for_gpu", "driver.gpu_unsupported_by_driver"})
-    if wants_driver and "driver.missing" in codes and facts.host.pci_nvidia_gpus == 0:
-        wants_driver = False  # no GPU on the bus: a driver cannot help (the finding says attach one)
-    if wants_driver and facts.host.container:
-        # A container uses its host's kernel driver: nothing installed in the container changes it.
-        wants_driver = False
-        add(_manual_step("driver", bad, tuple(sorted(codes & {"driver.too_old_for_cuda_runtime",
-                                                               "framework.cuda_newer_than_driver",
-                                                               "driver.too_old_for_gpu"})),
-                         f"The driver is the container host's: upgrade it there (to ≥ {need or 'the version named'}); "
-                         "nothing installed inside the container changes it."))
-    if wants_driver:
-        target = int(vtuple(opts.target_driver)[0]) if opts.target_driver else (branch(need) if need else None)
-        last = (arch or {}).get("last_driver_branch")
-        if target and last and target > int(last):
-            notes.append(f"{(gpu_row or {}).get('name', 'this GPU')} is supported up to the R{last} branch only, "
-                         f"but branch {target} was asked for ({'; '.join(reasons)}): installing R{last} instead; "
-                         "what needs a newer driver will still not run on this GPU.")
-            target = int(last)
+    def claim(self, sid: str, who: list[tuple[int, Finding]]) -> None:
+        """Mark findings as resolved by an existing step."""
+        st = self.steps[sid]
+        self.steps[sid] = dataclasses.replace(
+            st, resolves=sorted({*st.resolves, *(f.code for _n, f in who)}),
+            verify=list(dict.fromkeys([*st.verify, *_verify(who)[2:]])) if st.verify else _verify(who),
+            findings=sorted({*st.findings, *(n for n, _f in who)}))
+
+    def feasible(self, intent: it.Intent) -> bool:
+        if self.opts.python_only and not intent.python_only and not isinstance(intent, (it.UnsetEnvVar, it.Manual)):
+            return False
+        # A container uses its host's kernel driver: nothing installed inside it changes the driver.
+        return not (isinstance(intent, it.InstallDriverBranch) and self.facts.host.container)
+
+    # -- the plan ----------------------------------------------------------------------------------------
+    def build(self) -> FixPlan:
+        chosen: list[tuple[int, Finding, it.Intent]] = []
+        unplanned: list[tuple[int, Finding]] = []
+        for n, f in self.bad:
+            # Kinds are alternatives, in the order the check gave them; every intent of the chosen kind is done.
+            kinds = list(dict.fromkeys(type(i) for i in f.intents))
+            kind = next((k for k in kinds if all(self.feasible(i) for i in f.intents if type(i) is k)), None)
+            if kind is None:
+                unplanned.append((n, f))
+                continue
+            chosen += [(n, f, i) for i in f.intents if type(i) is kind]
+        by = {kind: [(n, f, i) for n, f, i in chosen if isinstance(i, kind)] for kind in it.INTENTS}
+        self._driver(by[it.InstallDriverBranch])
+        for n, f, i in by[it.InstallCudaCompat]:
+            self._compat_step(i.package, i.cuda, [(n, f)])
+        self._simple(by)
+        self._module(by[it.LoadModule])
+        self._frameworks(by[it.ReinstallFramework])
+        for n, f in unplanned:
+            self._unplanned(n, f)
+        d = self.facts.driver
+        env = _framework_env(self.facts)
+        return FixPlan(os_id=self.facts.host.os_id, os_version=self.facts.host.os_version,
+                       os_pretty=self.facts.host.os_pretty, arch=self.facts.host.arch,
+                       steps=sorted(self.steps.values(), key=_order), targets=self.targets,
+                       notes=[*self.notes, *self.skipped],
+                       python_origin=env.origin if env else None,
+                       conda_prefix=(self.facts.env.get("CONDA_PREFIX") or None)
+                       if env and env.origin == "CONDA_PREFIX" else None,
+                       gpu_visible=bool([g for g in self.facts.gpus if g.source != "pci"])
+                       and d.module_loaded is not False)
+
+    def _unplanned(self, n: int, f: Finding) -> None:
+        system = [i for i in f.intents if not self.feasible(i)]
+        if self.opts.python_only and system:
+            self.skipped.append(f"not in this format (it needs the system, not the Python environment): "
+                                f"{f.title} — run `gpu-doctor fix` for it")
+            return
+        extra = None
+        if any(isinstance(i, it.InstallDriverBranch) for i in system) and self.facts.host.container:
+            need = max((i.minimum or i.recommended for i in f.intents if isinstance(i, it.InstallDriverBranch)
+                        and (i.minimum or i.recommended)), key=vtuple, default=None)
+            extra = (f"The driver is the container host's: upgrade it there (to ≥ {need or 'the version named'}); "
+                     "nothing installed inside the container changes it.")
+        self.add(_manual_step(f"manual-{f.code}", [(n, f)], extra))
+
+    # -- the driver: every need at once --------------------------------------------------------------
+    def _driver(self, wants: list[tuple[int, Finding, it.Intent]]) -> None:
+        opts, facts, m = self.opts, self.facts, self.m
+        if not wants and not (opts.target_driver and not opts.python_only):
+            return
+        who = [(n, f) for n, f, _i in wants]
+        needs = [i for _n, _f, i in wants if isinstance(i, it.InstallDriverBranch)]
+        needs += self._implicit_driver_needs(needs)
+        if not opts.target_driver and needs and all(i.cuda for i in needs):
+            pkg = self._forward_compat([i.cuda for i in needs if i.cuda])
+            if pkg:
+                self._compat_step(pkg[0], pkg[1], who)
+                return
+        row, arch = _gpu(facts, m)
+        last = min([i.last_branch for i in needs if i.last_branch] +
+                   ([int(arch["last_driver_branch"])] if (arch or {}).get("last_driver_branch") else []), default=None)
+        reasons = [f"{i.who} needs ≥ {i.recommended or i.minimum}" if i.who else f"≥ {i.recommended or i.minimum}"
+                   for i in needs if i.recommended or i.minimum]
+        if opts.target_driver:
+            target: int | None = int(vtuple(opts.target_driver)[0])
+            reasons = [f"--target-driver {opts.target_driver}"]
+        else:
+            target = max((branch(i.recommended or i.minimum) or 0 for i in needs if i.recommended or i.minimum),
+                         default=None) or None
+        if target and last and target > last:
+            self.notes.append(f"{(row or {}).get('name', 'this GPU')} is supported up to the R{last} branch only, "
+                              f"but branch {target} was asked for ({'; '.join(reasons)}): installing R{last} "
+                              "instead; what needs a newer driver will still not run on this GPU.")
+            target = last
         if target is None and last:
-            target = int(last)
+            target = last
+            reasons.append(f"{(arch or {}).get('name', 'this GPU')} GPUs are supported up to R{last}")
         if target is None:
-            add(_manual_step("driver", bad, ("driver.missing",),
-                             "The driver branch to install could not be chosen: the matrix knows neither this GPU "
-                             "nor a CUDA runtime that needs a given driver. Pass --target-driver BRANCH."))
-        else:
-            targets["driver_branch"] = target
-            targets["driver_flavor"] = flavor
-            why = (f"Install NVIDIA driver branch {target} ({flavor} kernel module): " + "; ".join(reasons)
-                   if reasons else f"Install NVIDIA driver branch {target} ({flavor} kernel module)")
-            floor = _driver_floor(facts, m, target)
-            server = (gpu_row or {}).get("segment") == "datacenter"
-            actions: list[Action] = [InstallDriver(target, flavor, kernel, floor, server,
-                                                   int(last) if last else None,
-                                                   bool((arch or {}).get("open_kernel_module_required")))]
-            actions.append(Reboot(f"the new {target} kernel module loads at boot"))
-            add(PlanStep("driver", [c for c in sorted(codes) if c in (
-                "driver.missing", "driver.too_old_for_cuda_runtime", "driver.too_old_for_gpu",
-                "driver.gpu_unsupported_by_driver", "framework.cuda_newer_than_driver")] or ["--target-driver"],
-                why, actions, _verify(bad, "driver.missing", "driver.too_old_for_cuda_runtime",
-                                      "driver.too_old_for_gpu", "driver.gpu_unsupported_by_driver",
-                                      "framework.cuda_newer_than_driver") or ["gpu-doctor", "check"],
-                risk="reboot"))
+            self.add(_manual_step("driver", who, "The driver branch to install could not be chosen: the matrix "
+                                  "knows neither this GPU nor a CUDA runtime that needs a given driver. Pass "
+                                  "--target-driver BRANCH."))
+            return
+        flavor = next((i.flavor for i in needs if i.flavor), None) or _flavor(facts, arch)
+        floor = max([branch(i.minimum) or 0 for i in needs if i.minimum] +
+                    [branch((arch or {}).get("first_driver")) or 0], default=0)
+        floor = min(floor, target) if floor else target
+        self.targets["driver_branch"] = target
+        self.targets["driver_flavor"] = flavor
+        why = f"Install NVIDIA driver branch {target} ({flavor} kernel module)" + (
+            ": " + "; ".join(dict.fromkeys(reasons)) if reasons else "")
+        action = InstallDriver(target, flavor, facts.driver.running_kernel, floor,
+                               (row or {}).get("segment") == "datacenter", last,
+                               bool((arch or {}).get("open_kernel_module_required")))
+        self.add(PlanStep("driver", sorted({f.code for _n, f in who}) or ["--target-driver"], why,
+                          [action, Reboot(f"the new {target} kernel module loads at boot")],
+                          _verify(who) or ["gpu-doctor", "check"], risk="reboot", findings=[n for n, _f in who]))
 
-    if "nouveau.active" in codes:
-        add(PlanStep("nouveau", ["nouveau.active"],
-                     "nouveau holds the GPU at boot, so the nvidia module cannot bind: blacklist it in the initramfs",
-                     [BlacklistNouveau(), Reboot("nouveau leaves only at the next boot")],
-                     _verify(bad, "nouveau.active"), risk="reboot"))
+    def _implicit_driver_needs(self, asked: list[it.InstallDriverBranch]) -> list[it.InstallDriverBranch]:
+        """What a new driver must also satisfy beyond what the findings asked: every CUDA runtime here that the
+        installed driver does not run, and every GPU's first driver (a driver installed from nothing)."""
+        from doctor.checks.compat import runtimes
+        from doctor.matrix import driver_runs_cuda
+        from doctor.queries import driver_floor
 
-    if "driver.module_missing_for_kernel" in codes:
-        k = d.next_boot_kernel if d.module_for_running_kernel is not False and d.next_boot_kernel else kernel
-        if k:
-            add(PlanStep("dkms", ["driver.module_missing_for_kernel"],
-                         f"No nvidia module is built for kernel {k}: install its headers and rebuild with DKMS",
-                         [RebuildDkms(k)], _verify(bad, "driver.module_missing_for_kernel")))
-        else:
-            add(_manual_step("dkms", bad, ("driver.module_missing_for_kernel",), "The kernel version is unknown."))
+        facts, m = self.facts, self.m
+        installed = _driver(facts)
+        have = {i.cuda for i in asked if i.cuda}
+        out = []
+        for who, cuda, _kind in runtimes(facts):
+            if cuda in have:
+                continue
+            if installed is None or not driver_runs_cuda(m, installed, cuda).ok:
+                native = (m.min_driver(cuda) or {}).get("linux_min_driver")
+                if native:
+                    out.append(it.InstallDriverBranch(minimum=driver_floor(m, cuda) or native, recommended=native,
+                                                      cuda=cuda, who=f"{who} (CUDA {major_minor(cuda)})"))
+        for g in facts.gpus:
+            _row, arch = m.gpu_for_facts(g.name, g.compute_capability)
+            first = (arch or {}).get("first_driver")
+            if first and (installed is None or vtuple(installed) < vtuple(first)):
+                out.append(it.InstallDriverBranch(minimum=first, recommended=first, who=f"{arch['name']} GPUs",  # type: ignore[index]
+                                                  gpu=g.name))
+        return out
 
-    if "driver.not_loaded" in codes:
-        # The module loads once its cause is gone: fold the finding into the step that removes the cause.
-        cause = next((sid for sid in ("driver", "nouveau", "dkms") if sid in steps), None)
-        if facts.host.pci_nvidia_gpus == 0 or facts.host.container:
-            cause = None  # no GPU to load the module for, or the host's module: no package here loads it
-        if cause == "dkms" and d.module_for_running_kernel is False:
-            st = steps["dkms"]
-            steps["dkms"] = dataclasses.replace(st, actions=[*st.actions, LoadModule("nvidia")])
+    def _forward_compat(self, cudas: list[str]) -> tuple[str, str] | None:
+        """A cuda-compat package that lets the installed branch run every one of these CUDA runtimes, on GPUs
+        forward compatibility supports (data-center and embedded ones, every GPU here)."""
+        facts, m = self.facts, self.m
+        installed = _driver(facts)
+        gpus = [g for g in facts.gpus if g.source != "pci"]
+        segments = {(m.gpu(g.name) or {}).get("segment") for g in gpus}
+        policy = m.table("cuda", "forward_compat_policy").get("segments", [])
+        if not installed or not gpus or not segments <= set(policy) or facts.host.wsl:
+            return None
+        majors = {vtuple(c)[:1] for c in cudas}
+        if len(majors) != 1:
+            return None
+        top = max(cudas, key=vtuple)
+        rows = [r for r in m.forward_compat_rows(top) if str(branch(installed)) in
+                [str(b) for b in r.get("driver_branches", [])]]
+        best = min(rows, key=lambda r: vtuple(r.get("cuda")), default=None)
+        return (best["package"], str(best["cuda"])) if best else None
+
+    def _compat_step(self, package: str, cuda: str, who: list[tuple[int, Finding]]) -> None:
+        self.targets["cuda_compat"] = package
+        self.add(PlanStep("compat", sorted({f.code for _n, f in who}),
+                          f"This data-center GPU can run CUDA {cuda} on driver {_driver(self.facts)} through "
+                          f"NVIDIA's forward-compatibility package {package}, without changing the driver",
+                          [InstallCudaCompat(package, cuda),
+                           Manual(f"Point the application at the compat libraries: LD_LIBRARY_PATH=/usr/local/cuda-"
+                                  f"{cuda}/compat:$LD_LIBRARY_PATH")], _verify(who), findings=[n for n, _f in who]))
+
+    # -- one step per intent kind --------------------------------------------------------------------------
+    def _simple(self, by: dict[type, list[tuple[int, Finding, Any]]]) -> None:
+        facts, m = self.facts, self.m
+        for n, f, _i in by[it.BlacklistNouveau]:
+            self.add(PlanStep("nouveau", [f.code], "nouveau holds the GPU at boot, so the nvidia module cannot bind: "
+                              "blacklist it in the initramfs",
+                              [BlacklistNouveau(), Reboot("nouveau leaves only at the next boot")],
+                              _verify([(n, f)]), risk="reboot", findings=[n]))
+        for n, f, i in by[it.RebuildDkms]:
+            actions: list[Action] = [RebuildDkms(i.kernel)]
+            self.add(PlanStep("dkms", [f.code], f"No nvidia module is built for kernel {i.kernel}: install its "
+                              "headers and rebuild with DKMS", actions, _verify([(n, f)]), findings=[n]))
+            if i.load:
+                st = self.steps["dkms"]
+                if not any(isinstance(a, LoadModule) for a in st.actions):
+                    self.steps["dkms"] = dataclasses.replace(st, actions=[*st.actions, LoadModule("nvidia")])
+        for n, f, i in by[it.ReloadDriver]:
+            d = facts.driver
+            held = sorted(p.name for p in d.packages if p.manager in ("dpkg", "rpm"))
+            acts: list[Action] = [Reboot(f"the loaded module {i.kernel_module or '?'} is older than the user-space "
+                                         f"{i.userspace or '?'}; the reboot loads the matching one", always=True),
+                                  Manual("Without a reboot: stop every GPU process and the display manager, then "
+                                         "reload the modules.",
+                                         ["rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia", "modprobe nvidia"])]
+            if held:
+                acts.insert(0, HoldPackages(held))
+            self.add(PlanStep("mismatch", [f.code], "The driver packages were upgraded under a running module: hold "
+                              "them so unattended upgrades cannot do it again, and reboot to load the matching module",
+                              acts, _verify([(n, f)]), risk="reboot", findings=[n]))
+        toolkits = by[it.InstallToolkit]
+        cuda = self.opts.target_cuda if not self.opts.python_only else None
+        for _n, _f, i in toolkits:
+            cuda = cuda or i.cuda
+        if toolkits and not cuda:
+            cuda = _toolkit_for_gpu(facts, m, self.targets.get("driver_branch"))
+        if cuda and (toolkits or self.opts.target_cuda):
+            who = [(n, f) for n, f, _i in toolkits]
+            self.targets["toolkit"] = cuda
+            self.add(PlanStep("toolkit", sorted({f.code for _n, f in who}) or ["--target-cuda"],
+                              f"Install the CUDA {cuda} toolkit from NVIDIA's repository (side by side with others, "
+                              f"in /usr/local/cuda-{cuda})",
+                              [InstallToolkit(cuda), Manual(f"Use it for builds: export PATH=/usr/local/cuda-{cuda}"
+                                                            f"/bin:$PATH CUDA_HOME=/usr/local/cuda-{cuda}")],
+                              _verify(who) or ["gpu-doctor", "check", "toolkit.missing"],
+                              findings=[n for n, _f in who]))
+        elif toolkits:
+            for n, f, _i in toolkits:
+                self._unplanned(n, f)
+        for n, f, i in by[it.InstallCudnn]:
+            cmaj = i.cuda_major or _system_cuda_major(facts)
+            if not cmaj:
+                self._unplanned(n, f)
+                continue
+            self.add(PlanStep("cudnn", [f.code], f"Install cuDNN {i.version} built for CUDA {cmaj}",
+                              [InstallCudnn(i.version, cmaj)], _verify([(n, f)]), findings=[n]))
+        for n, f, i in by[it.InstallContainerToolkit]:
+            self.add(PlanStep("container", [f.code], f"Let {i.engine} containers use the GPU: install and configure "
+                              "the NVIDIA container toolkit", [InstallContainerToolkit(i.engine, i.install)],
+                              _verify([(n, f)]), risk="restart", findings=[n]))
+        for n, f, i in by[it.UnsetEnvVar]:
+            self.add(PlanStep(f"env:{i.name}", [f.code], f"Unset {i.name}" + (f": {i.reason}" if i.reason else ""),
+                              [Manual(f"Remove {i.name} from the environment where it is set (shell profile, "
+                                      "job script, container spec); for this shell:", [f"unset {i.name}"])],
+                              _verify([(n, f)]), root=False, findings=[n]))
+        for n, f, i in by[it.Manual]:
+            self.add(PlanStep(f"manual-{f.code}", [f.code], f"Needs a person: {f.title}",
+                              [Manual(i.text, list(i.commands))], _verify([(n, f)]), root=False, findings=[n]))
+
+    def _module(self, wants: list[tuple[int, Finding, Any]]) -> None:
+        if not wants:
+            return
+        who = [(n, f) for n, f, _i in wants]
+        # The module loads once its cause is gone: a step that installs, unblocks or builds it resolves it too.
+        cause = next((sid for sid in ("driver", "nouveau", "dkms") if sid in self.steps), None)
         if cause:
-            add(dataclasses.replace(steps[cause], resolves=["driver.not_loaded"],
-                                    verify=_verify(bad, "driver.not_loaded")))
-        elif facts.host.pci_nvidia_gpus == 0 or facts.host.container or "secureboot.blocks_module" in codes:
-            add(_manual_step("module", bad, ("driver.not_loaded",)))
-        else:
-            add(PlanStep("module", ["driver.not_loaded"], "The nvidia module is installed but not loaded: load it",
-                         [LoadModule("nvidia")], _verify(bad, "driver.not_loaded")))
+            self.claim(cause, who)
+            return
+        self.add(PlanStep("module", sorted({f.code for _n, f in who}), "The nvidia module is installed but not "
+                          "loaded: load it", [LoadModule(wants[0][2].module)], _verify(who),
+                          findings=[n for n, _f in who]))
 
-    if "driver.module_userspace_mismatch" in codes:
-        held = sorted(p.name for p in d.packages if p.manager in ("dpkg", "rpm"))
-        actions = [Reboot(f"the loaded module {d.kernel_module or '?'} is older than the user-space "
-                          f"{d.userspace or '?'}; the reboot loads the matching one", always=True),
-                   Manual("Without a reboot: stop every GPU process and the display manager, then reload the "
-                          "modules.", ["rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia", "modprobe nvidia"])]
-        if held:
-            actions.insert(0, HoldPackages(held))
-        add(PlanStep("mismatch", ["driver.module_userspace_mismatch"],
-                     "The driver packages were upgraded under a running module: hold them so unattended upgrades "
-                     "cannot do it again, and reboot to load the matching module", actions,
-                     _verify(bad, "driver.module_userspace_mismatch"), risk="reboot"))
+    # -- Python frameworks -------------------------------------------------------------------------------
+    def _frameworks(self, wants: list[tuple[int, Finding, Any]]) -> None:
+        facts, opts = self.facts, self.opts
+        torch: dict[str, list[tuple[int, Finding, it.ReinstallFramework]]] = {}
+        other: dict[tuple[str, str], list[tuple[int, Finding, it.ReinstallFramework]]] = {}
+        for n, f, i in wants:
+            if i.reason == "driver" and ("driver" in self.steps or "compat" in self.steps):
+                self.claim("driver" if "driver" in self.steps else "compat", [(n, f)])
+                continue  # the driver step already lets this build run
+            if i.package == "torch":
+                torch.setdefault(i.env, []).append((n, f, i))
+            else:
+                family = "jax" if i.package in ("jax", "jaxlib") else "tensorflow"
+                other.setdefault((family, i.env), []).append((n, f, i))
+        if opts.want and not torch:
+            env = next((e for e in facts.python_envs if any(p.name == "torch" for p in e.packages)), None)
+            if env:
+                torch[env.executable] = []
+        for exe, items in torch.items():
+            self._torch(exe, items)
+        for (family, exe), items in other.items():
+            self._tf_or_jax(family, exe, items)
 
-    # -- toolkit, cuDNN, container toolkit ------------------------------------------------------------
-    toolkit_cuda = opts.target_cuda
-    if not toolkit_cuda and "framework.nvcc_mismatch_for_extensions" in codes:
-        toolkit_cuda = _torch_cuda(facts)
-    if not toolkit_cuda and "toolkit.gpu_arch_unsupported" in codes:
-        toolkit_cuda = _toolkit_for_gpu(facts, m, targets.get("driver_branch"))
-    if toolkit_cuda:
-        targets["toolkit"] = toolkit_cuda
-        add(PlanStep("toolkit", [c for c in ("framework.nvcc_mismatch_for_extensions", "toolkit.gpu_arch_unsupported")
-                                 if c in codes] or ["--target-cuda"],
-                     f"Install the CUDA {toolkit_cuda} toolkit from NVIDIA's repository (side by side with others, "
-                     f"in /usr/local/cuda-{toolkit_cuda})",
-                     [InstallToolkit(toolkit_cuda),
-                      Manual(f"Use it for builds: export PATH=/usr/local/cuda-{toolkit_cuda}/bin:$PATH "
-                             f"CUDA_HOME=/usr/local/cuda-{toolkit_cuda}")],
-                     _verify(bad, "framework.nvcc_mismatch_for_extensions", "toolkit.gpu_arch_unsupported")
-                     or ["gpu-doctor", "check", "toolkit.missing"]))
+    def _torch(self, exe: str, items: list[tuple[int, Finding, it.ReinstallFramework]]) -> None:
+        from doctor.queries import QueryError, pick_torch
 
-    if "cudnn.cuda_mismatch" in codes:
-        cmaj = _system_cuda_major(facts)
-        if cmaj:
-            add(PlanStep("cudnn", ["cudnn.cuda_mismatch"],
-                         f"The system cuDNN does not support the installed CUDA {cmaj}: install cuDNN 9 built for "
-                         f"CUDA {cmaj}", [InstallCudnn(9, cmaj)], _verify(bad, "cudnn.cuda_mismatch")))
+        facts, m, opts = self.facts, self.m, self.opts
+        env = next((e for e in facts.python_envs if e.executable == exe), None)
+        pkg = next((p for p in (env.packages if env else []) if p.name == "torch"), None)
+        who = [(n, f) for n, f, _i in items]
+        resolves = sorted({f.code for _n, f in who}) or ["--want"]
+        base = ((pkg.version if pkg else None) or "").split("+", 1)[0]
+        keep = base if items and all(i.reason in ("cpu_only", "driver") for _n, _f, i in items) else None
+        needs = self.torch_needs(env, want=opts.want, prefer=keep)
+        try:
+            pick = pick_torch(m, needs)
+        except QueryError as exc:
+            pick = {"possible": False, "why": str(exc)}
+        if opts.target_cuda and pick.get("possible"):
+            var = m.torch_variant(pick["torch"], opts.target_cuda)
+            if var:
+                pick = {**pick, "cuda": var["cuda"]}
+        sid = f"torch:{exe}"
+        if not pick.get("possible"):
+            self.add(PlanStep(sid, resolves, f"No torch build fits: {pick['why']}",
+                              [Manual(f"No PyTorch build in the matrix fits: {pick['why']}.")], _verify(who),
+                              root=False, findings=[n for n, _f in who]))
+            return
+        if pick.get("forward_compat"):
+            fc = pick["forward_compat"]
+            self._compat_step(fc["package"], fc["cuda"], [])
+        cuda = pick["cuda"]
+        index = f"https://download.pytorch.org/whl/cu{cuda.replace('.', '')}"
+        self.targets["torch"] = {"version": pick["torch"], "cuda": cuda, "index_url": index,
+                                 "source": pick.get("source")}
+        have = {p.name for p in (env.packages if env else [])}
+        companions = [f"{name}=={pick[name]}" for name in ("torchvision", "torchaudio")
+                      if name in have and pick.get(name)]
+        for name in ("torchvision", "torchaudio"):
+            if name in have and not pick.get(name):
+                self.notes.append(f"{name} is installed in {exe}, but the matrix knows no {name} release paired "
+                                  f"with torch {pick['torch']}: reinstall it from {index} after torch.")
+        cpu = bool(pkg and pkg.cpu_only)
+        what = "replace the CPU-only build" if cpu else (
+            f"replace the cu{(pkg.cuda or '?').replace('.', '')} build" if pkg else "install the build")
+        self.add(PlanStep(sid, resolves,
+                          f"{what[0].upper()}{what[1:]} of torch {pkg.version if pkg else ''} in {exe} with torch "
+                          f"{pick['torch']} built for CUDA {cuda} (the driver runs it: {pick.get('rule')})",
+                          [ReinstallTorch(exe, pick["torch"], cuda, index, replace_cpu=cpu,
+                                          installed=pkg.version if pkg else None, companions=companions)],
+                          _verify(who) or ["gpu-doctor", "check", "framework.cpu_only_build",
+                                           "framework.arch_unsupported"], root=False,
+                          findings=[n for n, _f in who]))
 
-    if "container.toolkit_missing" in codes:
-        ct = facts.host.container_toolkit
-        engines = (ct.engines if ct else []) or ["docker"]
-        engine = min(engines, key=lambda e: ENGINES.index(e) if e in ENGINES else 99)
-        add(PlanStep("container", ["container.toolkit_missing"],
-                     f"Let {engine} containers use the GPU: install and configure the NVIDIA container toolkit",
-                     [InstallContainerToolkit(engine, install=not (ct and ct.installed))],
-                     _verify(bad, "container.toolkit_missing"), risk="restart"))
+    def torch_needs(self, env: PythonEnv | None, want: str | None = None, prefer: str | None = None) -> Any:
+        from doctor.queries import TorchNeeds
 
-    # -- Python frameworks ----------------------------------------------------------------------------
-    for step in _framework_steps(facts, bad, m, opts, targets):
-        add(step)
+        facts, m = self.facts, self.m
+        ccs = tuple(sorted({c for g in facts.gpus if g.source != "pci"
+                            for c in [g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")] if c}))
+        segments = [(m.gpu(g.name) or {}).get("segment") for g in facts.gpus if g.source != "pci"]
+        segment = None if (not segments or None in segments) else (
+            "consumer" if "consumer" in segments else "workstation" if "workstation" in segments else segments[0])
+        drv = _driver(facts)
+        if "driver_branch" in self.targets:
+            drv = str(self.targets["driver_branch"])
+        compat = tuple(p.name for p in facts.driver.packages if p.name.startswith("cuda-compat"))
+        if "cuda_compat" in self.targets:
+            compat = (*compat, self.targets["cuda_compat"])
+        return TorchNeeds(ccs=ccs, driver=drv, segment=segment, python=_py(env.version) if env else None,
+                          platform=platform(facts, m), want=want, prefer=prefer,
+                          forward_compat=not self.opts.python_only, compat_packages=compat,
+                          windows_driver=bool(facts.host.wsl))
 
-    # -- everything else with a remedy: printed for a person ---------------------------------------
-    covered = {c for s in steps.values() for c in s.resolves}
-    for f in bad:
-        if f.code in covered or f.code in ("doctor.check_crashed",):
+    def _tf_or_jax(self, family: str, exe: str, items: list[tuple[int, Finding, it.ReinstallFramework]]) -> None:
+        facts, m = self.facts, self.m
+        env = next((e for e in facts.python_envs if e.executable == exe), None)
+        who = [(n, f) for n, f, _i in items]
+        codes = sorted({f.code for _n, f in who})
+        plat = platform(facts, m)
+        if plat != "linux-x86_64" and plat != "linux-aarch64":
+            for n, f in who:
+                self.add(_manual_step(f"manual-{f.code}", [(n, f)], f"No CUDA build of {family} is published for "
+                                      f"this platform ({plat})."))
+            return
+        pkgs = {p.name: p for p in (env.packages if env else [])}
+        if family == "tensorflow":
+            p = next((pkgs[k] for k in ("tensorflow", "tensorflow-cpu", "tf-nightly") if k in pkgs), None)
+            if not p or not p.version:
+                return
+            row = m.tensorflow(p.version)
+            base = p.version.split("+", 1)[0]
+            cmaj = vtuple((row or {}).get("cuda"))[:1] or (12,)
+            self.add(PlanStep(f"tensorflow:{exe}", codes,
+                              f"Install TensorFlow {base} with its CUDA extra, which pins the CUDA and cuDNN wheels "
+                              "it was built with" + (f" (CUDA {row.get('cuda')}, cuDNN {row.get('cudnn')})"
+                                                     if row else ""),
+                              [PipInstall(exe, [f"tensorflow[and-cuda]=={base}"],
+                                          uninstall=["tensorflow-cpu"] if p.name == "tensorflow-cpu" else [],
+                                          conda=[f"tensorflow={base}=*cuda*"],
+                                          done_when=[f"tensorflow=={base}", f"nvidia-cudnn-cu{cmaj[0]}"],
+                                          cuda=(row or {}).get("cuda"))],
+                              _verify(who), root=False, findings=[n for n, _f in who]))
+            return
+        jax = pkgs.get("jax") or pkgs.get("jaxlib")
+        if not jax or not jax.version:
+            return
+        drv = _driver(facts)
+        major = 13 if vtuple(jax.version)[:2] >= (0, 7) and drv and vtuple(drv)[0] >= 580 else 12
+        self.add(PlanStep(f"jax:{exe}", codes, f"Install JAX {jax.version} with its CUDA {major} plugin and the "
+                          "nvidia-* wheels it pins",
+                          [PipInstall(exe, [f"jax[cuda{major}]=={jax.version}"],
+                                      conda=[f"jax={jax.version}", f"jaxlib={jax.version}=*cuda*"],
+                                      done_when=[f"jax=={jax.version}", f"jax-cuda{major}-plugin"],
+                                      cuda=f"{major}.0")],
+                          _verify(who), root=False, findings=[n for n, _f in who]))
+
+
+def platform(facts: Facts, m: Matrix) -> str:
+    """The wheel platform: macos, windows, jetson (an embedded GPU), linux-aarch64 (SBSA) or linux-x86_64."""
+    os_id = (facts.host.os_id or "").lower()
+    if os_id in ("macos", "darwin"):
+        return "macos"
+    if os_id == "windows":
+        return "windows"
+    gpus = [g for g in facts.gpus if g.source != "pci"]
+    if any((m.gpu(g.name) or {}).get("segment") == "embedded" for g in gpus):
+        return "jetson"
+    if (facts.host.arch or "").lower() in ("aarch64", "arm64"):
+        return "linux-aarch64"
+    return "linux-x86_64"
+
+
+def fix_for(plan: FixPlan, index: int) -> Fix | None:
+    """The fix shown under finding number ``index``: the plan's own steps for it, in the plan's order."""
+    steps = [s for s in plan.steps if index in s.findings]
+    if not steps:
+        return None
+    parts: list[str] = []
+    commands: list[FixStep] = []
+    system = False
+    for s in steps:
+        manual = [a for a in s.actions if isinstance(a, Manual)]
+        if all(isinstance(a, Manual) for a in s.actions):
+            parts.append(" ".join(a.text for a in manual))
             continue
-        if f.code == "toolkit.missing" and f.severity == "warn":
-            notes.append("No CUDA toolkit is installed; nothing here needs one to run. Pass --target-cuda X.Y to "
-                         "install one for compiling CUDA code.")
-            covered.add(f.code)
-            continue
-        add(_manual_step(f"manual-{f.code}", [f], (f.code,)))
-        covered.add(f.code)
-
-    ordered = sorted(steps.values(), key=_order)
-    env = _framework_env(facts)
-    return FixPlan(os_id=facts.host.os_id, os_version=facts.host.os_version, os_pretty=facts.host.os_pretty,
-                   arch=facts.host.arch, steps=ordered, targets=targets, notes=notes,
-                   python_origin=env.origin if env else None,
-                   conda_prefix=(facts.env.get("CONDA_PREFIX") or None) if env and env.origin == "CONDA_PREFIX"
-                   else None,
-                   gpu_visible=bool([g for g in facts.gpus if g.source != "pci"]) and d.module_loaded is not False)
-
-
-ENGINES = ("docker", "podman", "containerd", "cri-o")
-_ORDER = ("nouveau", "driver", "dkms", "module", "mismatch", "compat", "toolkit", "cudnn", "container",
-          "torch", "tensorflow", "jax")
+        parts.append(s.why)
+        for a in s.actions:
+            if isinstance(a, ReinstallTorch):
+                if a.replace_cpu:
+                    commands.append(FixStep([a.python, "-m", "pip", "uninstall", "-y", "torch"],
+                                            note="a CPU-only build counts as 'already satisfied'"))
+                commands.append(FixStep([a.python, "-m", "pip", "install", f"torch=={a.version}", *a.companions,
+                                         "--index-url", a.index_url]))
+            elif isinstance(a, PipInstall):
+                commands.append(FixStep([a.python, "-m", "pip", "install", *a.requirements]))
+            elif not isinstance(a, (Manual, Reboot)):
+                system = True
+    summary = ". ".join(p.rstrip(".") for p in parts if p) + "."
+    if system:
+        summary += " (`gpu-doctor fix` writes the commands for this distribution.)"
+    return Fix(summary=summary, steps=commands)
 
 
-def _order(step: PlanStep) -> tuple[int, str]:
-    head = step.id.split(":", 1)[0]
-    return (_ORDER.index(head) if head in _ORDER else len(_ORDER), step.id)
+def with_plan_fixes(findings: list[Finding], plan: FixPlan) -> list[Finding]:
+    """Findings whose fix is the plan's: a finding with intents shows the step the plan made of them."""
+    out = []
+    for n, f in enumerate(findings):
+        fix = fix_for(plan, n) if f.intents and f.severity in ("fail", "warn") else None
+        out.append(dataclasses.replace(f, fix=fix) if fix else f)
+    return out
 
 
 def _check_options(m: Matrix, opts: Options) -> None:
@@ -401,6 +685,11 @@ def _check_options(m: Matrix, opts: Options) -> None:
         raise PlanError(f"--target-cuda {opts.target_cuda!r}: not a CUDA release in the matrix (e.g. 12.4)")
     if opts.want and not opts.want.strip().lower().startswith(("torch", "pytorch")):
         raise PlanError(f"--want {opts.want!r}: only torch wishes are planned (e.g. torch==2.5.1)")
+
+
+def _order(step: PlanStep) -> tuple[int, str]:
+    head = step.id.split(":", 1)[0].split("-", 1)[0]
+    return (_ORDER.index(head) if head in _ORDER else len(_ORDER), step.id)
 
 
 def _driver(facts: Facts) -> str | None:
@@ -426,88 +715,23 @@ def _flavor(facts: Facts, arch: dict | None) -> str:
     return "open" if arch and arch.get("open_kernel_module") else "proprietary"
 
 
-def _driver_need(facts: Facts, bad: list[Finding], m: Matrix, opts: Options) -> tuple[str | None, list[str]]:
-    """The lowest driver that satisfies every failing CUDA runtime and GPU, with the reasons."""
-    needs: list[tuple[str, str]] = []
-    if opts.target_driver:
-        return opts.target_driver, [f"--target-driver {opts.target_driver}"]
-    from doctor.checks.compat import runtimes
-
-    for who, cuda, _kind in runtimes(facts):
-        v = driver_runs_cuda(m, _driver(facts), cuda)
-        if v.rule in ("too-old", "forward-compat-needs-package") or _driver(facts) is None:
-            row = m.min_driver(cuda)
-            if row and row.get("linux_min_driver"):
-                needs.append((row["linux_min_driver"], f"{who} needs ≥ {row['linux_min_driver']} "
-                                                        f"(CUDA {major_minor(cuda)})"))
-    _row, arch = _gpu(facts, m)
-    if arch and arch.get("first_driver"):
-        first = arch["first_driver"]
-        if _driver(facts) is None or vtuple(_driver(facts)) < vtuple(first):
-            needs.append((first, f"{arch['name']} GPUs need ≥ {first}"))
-    if any(f.code == "driver.gpu_unsupported_by_driver" for f in bad) and arch and arch.get("last_driver_branch"):
-        needs.append((f"{arch['last_driver_branch']}", f"{arch['name']} GPUs are supported up to "
-                                                       f"R{arch['last_driver_branch']}"))
-    if not needs:
-        return None, []
-    best = max(needs, key=lambda n: vtuple(n[0]))
-    return best[0], [r for _v, r in needs]
-
-
-def _driver_floor(facts: Facts, m: Matrix, target: int) -> int:
-    """The oldest branch that still runs every CUDA runtime here (minor-version compatibility allowed) and knows
-    the GPU: a distribution's packaged branch at or above it is as good as the target."""
-    from doctor.checks.compat import runtimes
-
-    floor = 0
-    for _who, cuda, _kind in runtimes(facts):
-        mvc = m.mvc(vtuple(cuda)[0]) if vtuple(cuda) else None
-        row = mvc if mvc and mvc.get("linux_min_driver") else m.min_driver(cuda)
-        if row and row.get("linux_min_driver"):
-            floor = max(floor, branch(row["linux_min_driver"]) or 0)
-    _row, arch = _gpu(facts, m)
-    if arch and arch.get("first_driver"):
-        floor = max(floor, branch(arch["first_driver"]) or 0)
-    return min(floor, target) if floor else target
-
-
-def _forward_compat(bad: list[Finding]) -> tuple[str, str] | None:
-    for f in bad:
-        if f.code not in ("driver.too_old_for_cuda_runtime", "framework.cuda_newer_than_driver"):
-            continue
-        rule = next((e.value for e in f.evidence if e.fact == "rule"), None)
-        if rule != "forward-compat-needs-package":
-            return None  # one runtime needs a real driver upgrade: the compat package is not enough
-        row = next((e.value for e in f.evidence if e.fact.startswith("compat:cuda-compat")), None)
-        if isinstance(row, dict) and row.get("package"):
-            return row["package"], str(row.get("cuda"))
-    return None
-
-
-def _verify(bad: list[Finding], *codes: str) -> list[str]:
-    ids = list(dict.fromkeys(f.check or f.code for f in bad if f.code in codes))
+def _verify(who: list[tuple[int, Finding]]) -> list[str]:
+    ids = list(dict.fromkeys(f.check or f.code for _n, f in who))
     return ["gpu-doctor", "check", *ids] if ids else []
 
 
-def _manual_step(sid: str, bad: list[Finding], codes: tuple[str, ...], extra: str | None = None) -> PlanStep:
-    found = [f for f in bad if f.code in codes]
+def _manual_step(sid: str, who: list[tuple[int, Finding]], extra: str | None = None) -> PlanStep:
     texts, cmds = [], []
-    for f in found:
+    for _n, f in who:
         if f.fix:
             texts.append(f.fix.summary)
             cmds += [s.shell() + (f"   # {s.note}" if s.note else "") for s in f.fix.steps]
     if extra:
-        texts.append(extra)
-    title = found[0].title if found else codes[0]
-    return PlanStep(sid, list(codes), f"Needs a person: {title}",
+        texts.insert(0, extra)
+    title = who[0][1].title if who else sid
+    return PlanStep(sid, sorted({f.code for _n, f in who}), f"Needs a person: {title}",
                     [Manual(" ".join(texts) or "See `gpu-doctor check -v` for the evidence.", cmds)],
-                    _verify(bad, *codes), root=False)
-
-
-def _torch_cuda(facts: Facts) -> str | None:
-    t = next((p for e in facts.python_envs for p in e.packages if p.name == "torch" and p.cuda and not p.cpu_only),
-             None)
-    return major_minor(t.cuda) if t else None
+                    _verify(who), root=False, findings=[n for n, _f in who])
 
 
 def _system_cuda_major(facts: Facts) -> int | None:
@@ -533,101 +757,6 @@ def _toolkit_for_gpu(facts: Facts, m: Matrix, target_branch: int | None) -> str 
 
 def _framework_env(facts: Facts) -> PythonEnv | None:
     return next((e for e in facts.python_envs if e.packages), facts.python_envs[0] if facts.python_envs else None)
-
-
-def _framework_steps(facts: Facts, bad: list[Finding], m: Matrix, opts: Options,
-                     targets: dict[str, Any]) -> list[PlanStep]:
-    from doctor.queries import QueryError, plan
-
-    codes = {f.code for f in bad}
-    out: list[PlanStep] = []
-    driver_branch = targets.get("driver_branch")
-    drv = f"{driver_branch}.999.99" if driver_branch else _driver(facts)
-    gpu_name = next((g.name for g in facts.gpus if g.name and m.gpu(g.name)), None)
-    torch_codes = [c for c in ("framework.cpu_only_build", "framework.arch_unsupported") if c in codes]
-    if "framework.cuda_newer_than_driver" in codes and not driver_branch and "cuda_compat" not in targets:
-        torch_codes.append("framework.cuda_newer_than_driver")  # no driver step: take an older torch build instead
-    for env in facts.python_envs:
-        for p in env.packages:
-            mine = [f for f in bad if f.code in torch_codes and _about(f, p.name, env.executable)]
-            if p.name == "torch" and (mine or opts.want):
-                base = (p.version or "").split("+", 1)[0]
-                want = opts.want or (f"torch=={base}" if base and "framework.arch_unsupported" not in
-                                     {f.code for f in mine} else None)
-                try:
-                    pick = plan(m, gpu_name, drv, want, _py(env.version))
-                    if not pick.get("possible") and want and not opts.want:
-                        pick = plan(m, gpu_name, drv, None, _py(env.version))
-                except QueryError as exc:
-                    pick = {"possible": False, "why": str(exc)}
-                if opts.target_cuda and pick.get("possible"):
-                    var = m.torch_variant(pick["torch"], opts.target_cuda)
-                    if var:
-                        pick = {**pick, "cuda": var["cuda"]}
-                resolves = sorted({f.code for f in mine}) or ["--want"]
-                if not pick.get("possible"):
-                    out.append(PlanStep(f"torch:{env.executable}", resolves, f"No torch build fits: {pick['why']}",
-                                        [Manual(f"No PyTorch build in the matrix fits: {pick['why']}.")],
-                                        _verify(mine, *resolves), root=False))
-                    continue
-                cuda = pick["cuda"]
-                index = f"https://download.pytorch.org/whl/cu{cuda.replace('.', '')}"
-                targets["torch"] = {"version": pick["torch"], "cuda": cuda, "index_url": index,
-                                    "source": pick.get("source")}
-                old_cu = (p.cuda or "?").replace(".", "")
-                what = "replace the CPU-only build" if p.cpu_only else f"replace the cu{old_cu} build"
-                out.append(PlanStep(
-                    f"torch:{env.executable}", resolves,
-                    f"{what[0].upper()}{what[1:]} of torch {p.version} in {env.executable} with torch "
-                    f"{pick['torch']} built for "
-                    f"CUDA {cuda} (the driver runs it: {pick.get('rule')})",
-                    [ReinstallTorch(env.executable, pick["torch"], cuda, index, replace_cpu=bool(p.cpu_only),
-                                    installed=p.version)],
-                    _verify(mine, *resolves) or ["gpu-doctor", "check", "framework.cpu_only_build",
-                                                 "framework.arch_unsupported"], root=False))
-            elif p.name.startswith("tensorflow") or p.name == "tf-nightly":
-                mine = [f for f in bad if f.code in ("framework.cpu_only_build", "cudnn.missing",
-                                                     "cudnn.version_mismatch", "toolkit.missing")
-                        and _about(f, p.name, env.executable)]
-                if not mine or not p.version:
-                    continue
-                row = m.tensorflow(p.version)
-                base = p.version.split("+", 1)[0]
-                req = f"tensorflow[and-cuda]=={base}"
-                why = f"Install TensorFlow {base} with its CUDA extra, which pins the CUDA and cuDNN wheels it was " \
-                      "built with" + (f" (CUDA {row.get('cuda')}, cuDNN {row.get('cudnn')})" if row else "")
-                cmaj = vtuple((row or {}).get("cuda"))[:1] or (12,)
-                out.append(PlanStep(f"tensorflow:{env.executable}", sorted({f.code for f in mine}), why,
-                                    [PipInstall(env.executable, [req],
-                                                uninstall=["tensorflow-cpu"] if p.name == "tensorflow-cpu" else [],
-                                                conda=[f"tensorflow={base}=*cuda*"],
-                                                done_when=[f"tensorflow=={base}", f"nvidia-cudnn-cu{cmaj[0]}"],
-                                                cuda=(row or {}).get("cuda"))],
-                                    _verify(mine, *{f.code for f in mine}), root=False))
-            elif p.name in ("jax", "jaxlib"):
-                mine = [f for f in bad if f.code in ("framework.cpu_only_build", "cudnn.missing", "toolkit.missing")
-                        and _about(f, p.name, env.executable)]
-                if not mine or not p.version or any(s.id == f"jax:{env.executable}" for s in out):
-                    continue
-                jax = next((q for q in env.packages if q.name == "jax"), p)
-                major = 13 if vtuple(jax.version)[:2] >= (0, 7) and _driver(facts) and \
-                    vtuple(_driver(facts))[0] >= 580 else 12
-                req = f"jax[cuda{major}]=={jax.version}"
-                out.append(PlanStep(f"jax:{env.executable}", sorted({f.code for f in mine}),
-                                    f"Install JAX {jax.version} with its CUDA {major} plugin and the nvidia-* wheels "
-                                    "it pins", [PipInstall(env.executable, [req],
-                                                           conda=[f"jax={jax.version}", f"jaxlib={jax.version}=*cuda*"],
-                                                           done_when=[f"jax=={jax.version}",
-                                                                      f"jax-cuda{major}-plugin"],
-                                                           cuda=f"{major}.0")],
-                                    _verify(mine, *{f.code for f in mine}), root=False))
-    return out
-
-
-def _about(f: Finding, name: str, executable: str) -> bool:
-    """Does this finding concern this package (by its title or evidence)?"""
-    text = f.title + " " + " ".join(str(e.value) for e in f.evidence)
-    return name in text and (executable in text or f.code != "framework.cpu_only_build")
 
 
 def _py(version: str | None) -> str | None:

@@ -4,6 +4,7 @@ brings, and the planner that picks the newest working combination. Pure: data in
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -130,10 +131,60 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
     }
 
 
+PLATFORMS = ("linux-x86_64", "linux-aarch64", "jetson", "windows", "macos")
+
+
+@dataclass(frozen=True)
+class TorchNeeds:
+    """Every constraint a torch build must meet on one machine, weighed at once by :func:`pick_torch`.
+
+    ``ccs``: the compute capability of every GPU (each needs SASS of its major at or below it, or PTX at or below
+    it); ``driver``: the installed (or planned) driver, a bare branch meaning any release of it; ``segment``: the
+    least forward-compatible GPU segment (forward compatibility is for data-center and embedded GPUs only);
+    ``python``: the environment's X.Y (only releases with wheels for it); ``platform``: one of PLATFORMS;
+    ``prefer``: a release to keep when it fits (a CPU build replaced by the same release's CUDA build).
+    """
+
+    ccs: tuple[str, ...] = ()
+    driver: str | None = None
+    segment: str | None = None
+    python: str | None = None
+    platform: str = "linux-x86_64"
+    want: str | None = None
+    prefer: str | None = None
+    forward_compat: bool = True  # may a cuda-compat package bring a newer CUDA (eligible GPUs only)?
+    compat_packages: tuple[str, ...] = ()  # cuda-compat packages already installed
+    windows_driver: bool = False  # WSL2: the driver is the Windows one (its own minimums)
+
+
+def driver_floor(m: Matrix, cuda: str, windows: bool = False) -> str | None:
+    """The lowest driver that runs an application bundling CUDA ``cuda`` (SASS, no newer-PTX JIT): the
+    minor-version-compatibility floor of its major where NVIDIA gives one (CUDA 11+), else its own minimum."""
+    key = "windows_min_driver" if windows else "linux_min_driver"
+    major = vtuple(cuda)[:1]
+    mvc = m.mvc(major[0]) if major else None
+    if mvc and mvc.get(key):
+        return str(mvc[key])
+    need = m.min_driver(cuda, windows)
+    return str(need[key]) if need and need.get(key) else None
+
+
+def python_ok(row: Row, python: str | None) -> bool:
+    """Does this torch release publish wheels for Python X.Y? (RELEASE.md's range, else Requires-Python.)"""
+    if not python:
+        return True
+    spec = row.get("python_wheels") or row.get("python")
+    if not spec:
+        return True
+    try:
+        return Version(".".join(python.split(".")[:2])) in SpecifierSet(spec)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+
+
 def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, python: str | None,
-         explain: bool = True) -> dict[str, Any]:
+         explain: bool = True, platform: str = "linux-x86_64") -> dict[str, Any]:
     """The newest torch build that fits every constraint, or which constraint makes it impossible."""
-    spec = _spec(want)
     cc = None
     segment = None
     if gpu:
@@ -141,54 +192,96 @@ def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, pytho
         if row is None:
             raise QueryError(f"unknown GPU {gpu!r} (not in compat/gpus.toml)")
         cc, segment = row["compute_capability"], row.get("segment")
-    if driver and (not vtuple(driver) or vtuple(driver)[0] < 100):
-        raise QueryError(f"{driver!r} is not an NVIDIA driver version (e.g. 535 or 535.104.05)")
-    drv = _full_driver(m, driver) if driver else None
-    if gpu and drv:
-        arch = m.architecture(m.gpu(gpu).get("architecture")) or {}  # type: ignore[union-attr]
+        arch = m.architecture(row.get("architecture")) or {}
+        drv = _full_driver(m, driver) if driver and vtuple(driver) and vtuple(driver)[0] >= 100 else None
         first = arch.get("first_driver")
-        if first and vtuple(drv) < vtuple(first):
-            return {"possible": False, "why": f"{m.gpu(gpu)['name']} ({arch['name']}) needs driver ≥ {first}, "  # type: ignore[index]
+        if drv and first and vtuple(drv) < vtuple(first):
+            return {"possible": False, "why": f"{row['name']} ({arch['name']}) needs driver ≥ {first}, "
                     f"older than {driver}: upgrade the driver first — no framework build can help"}
         last = arch.get("last_driver_branch")
-        if last and vtuple(drv)[:1] > vtuple(str(last))[:1]:
+        if drv and last and vtuple(drv)[:1] > vtuple(str(last))[:1]:
             return {"possible": False, "why": f"driver branch {vtuple(drv)[0]} no longer supports {arch['name']} "
                     f"GPUs (last: R{last}): install the R{last} branch"}
+    return pick_torch(m, TorchNeeds(ccs=(cc,) if cc else (), driver=driver, segment=segment, python=python,
+                                    platform=platform, want=want), explain=explain)
+
+
+def pick_torch(m: Matrix, needs: TorchNeeds, explain: bool = True) -> dict[str, Any]:
+    """The newest torch build meeting every constraint of ``needs`` (the preferred release first), or why none.
+
+    A build the driver runs natively or by minor-version compatibility wins over one that needs a cuda-compat
+    package; the package is offered only on a GPU segment forward compatibility supports.
+    """
+    spec = _spec(needs.want)
+    if needs.driver and (not vtuple(needs.driver) or vtuple(needs.driver)[0] < 100):
+        raise QueryError(f"{needs.driver!r} is not an NVIDIA driver version (e.g. 535 or 535.104.05)")
+    if needs.platform not in PLATFORMS:
+        raise QueryError(f"unknown platform {needs.platform!r} (one of {', '.join(PLATFORMS)})")
+    if needs.platform == "macos":
+        return {"possible": False, "why": "PyTorch publishes no CUDA builds for macOS (its macOS wheels use the CPU "
+                "or Apple's MPS); an NVIDIA GPU needs Linux or Windows"}
+    if needs.platform == "jetson":
+        return {"possible": False, "why": "PyTorch's own wheels do not run on Jetson: install the build NVIDIA "
+                "publishes for your JetPack release (PyTorch for Jetson)"}
+    if needs.platform == "linux-aarch64":
+        return {"possible": False, "why": "the matrix describes Linux x86_64 builds only; the aarch64 (SBSA) CUDA "
+                "wheels have other arch lists: choose one at https://pytorch.org/get-started/locally/ and confirm "
+                "with `gpu-doctor check --deep`"}
+    windows = needs.platform == "windows" or needs.windows_driver
+    drv = _full_driver(m, needs.driver) if needs.driver else None
     blocked: dict[str, list[str]] = {"python": [], "gpu": [], "driver": [], "unverified": []}
-    for row in sorted(m.rows("pytorch", "torch"), key=lambda r: vtuple(r["version"]), reverse=True):
+    rows = sorted(m.rows("pytorch", "torch"), key=lambda r: (r["version"] == needs.prefer, vtuple(r["version"])),
+                  reverse=True)
+    fallback: dict[str, Any] | None = None
+    for row in rows:
         if spec is not None and not _in_spec(row["version"], spec):
             continue
-        if python and row.get("python") and not _in_spec(python, _spec(row["python"]) or SpecifierSet()):
+        if not python_ok(row, needs.python):
             blocked["python"].append(row["version"])
             continue
         for var in sorted(row.get("variant", []), key=lambda v: vtuple(v["cuda"]), reverse=True):
-            # A build whose arch list the matrix lacks cannot be confirmed for this GPU: it is not chosen,
+            name = f"{row['version']} cu{var['cuda'].replace('.', '')}"
+            # A build whose arch list the matrix lacks cannot be confirmed for these GPUs: it is not chosen,
             # but the explanation names it.
-            if cc and not var.get("arch_list"):
-                blocked["unverified"].append(f"{row['version']} cu{var['cuda'].replace('.', '')}")
+            if needs.ccs and not var.get("arch_list"):
+                blocked["unverified"].append(name)
                 continue
-            if cc and not _arch_ok(cc, var):
-                blocked["gpu"].append(f"{row['version']} cu{var['cuda'].replace('.', '')}")
+            if any(not _arch_ok(cc, var) for cc in needs.ccs):
+                blocked["gpu"].append(name)
                 continue
+            compat = None
             if drv:
-                v = driver_runs_cuda(m, drv, var["cuda"], segment)
+                v = driver_runs_cuda(m, drv, var["cuda"], needs.segment, needs.compat_packages, windows=windows)
+                if v.rule == "forward-compat-needs-package" and needs.forward_compat:
+                    if fallback is None:
+                        pkg = next(r for r in v.rows if r.get("package"))
+                        fallback = _pick(m, row, var, "forward-compat",
+                                         {"package": pkg["package"], "cuda": pkg["cuda"], "source": _src(pkg)})
+                    continue
                 if not v.ok:
-                    blocked["driver"].append(f"{row['version']} cu{var['cuda'].replace('.', '')} (needs ≥ "
-                                             f"{v.needs or '?'})")
+                    blocked["driver"].append(f"{name} (needs ≥ {driver_floor(m, var['cuda'], windows) or '?'})")
                     continue
                 rule = v.rule
             else:
                 rule = "no driver given"
-            return {
-                "possible": True,
-                "torch": row["version"], "cuda": var["cuda"], "rule": rule,
-                "install": f"pip install torch=={row['version']} --index-url {_index_url(var['cuda'])}",
-                "torchvision": row.get("torchvision"), "cudnn": var.get("cudnn"),
-                "min_driver": (m.min_driver(var["cuda"]) or {}).get("linux_min_driver"),
-                "base_image": base_image(m, var["cuda"]),
-                "source": _src(var) or _src(row),
-            }
-    return {"possible": False, "why": _why(m, blocked, spec, want, cc, drv) if explain else ""}
+            return _pick(m, row, var, rule, compat)
+    if fallback is not None:
+        return fallback
+    return {"possible": False, "why": _why(m, blocked, needs, drv) if explain else ""}
+
+
+def _pick(m: Matrix, row: Row, var: Row, rule: str, compat: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "possible": True,
+        "torch": row["version"], "cuda": var["cuda"], "rule": rule,
+        "install": f"pip install torch=={row['version']} --index-url {_index_url(var['cuda'])}",
+        "torchvision": row.get("torchvision"), "torchaudio": row.get("torchaudio"), "cudnn": var.get("cudnn"),
+        "min_driver": (m.min_driver(var["cuda"]) or {}).get("linux_min_driver"),
+        "driver_floor": driver_floor(m, var["cuda"]),
+        "forward_compat": compat,
+        "base_image": base_image(m, var["cuda"]),
+        "source": _src(var) or _src(row),
+    }
 
 
 NVIDIA_CUDA_TAGS = "https://gitlab.com/nvidia/container-images/cuda/blob/master/doc/supported-tags.md"
@@ -208,22 +301,24 @@ def base_image(m: Matrix, cuda: str) -> dict[str, str] | None:
             "source": NVIDIA_CUDA_TAGS}
 
 
-def _why(m: Matrix, blocked: dict[str, list[str]], spec: Any, want: str | None, cc: str | None,
-         drv: str | None) -> str:
+def _why(m: Matrix, blocked: dict[str, list[str]], needs: TorchNeeds, drv: str | None) -> str:
     if not any(blocked.values()):
-        return f"no PyTorch release in the matrix satisfies {want!r}"
+        return f"no PyTorch release in the matrix satisfies {needs.want!r}"
     parts = []
     if blocked["driver"]:
-        first = blocked["driver"][0]
-        parts.append(f"driver {drv} is too old for {first}: upgrade the driver")
-        older = plan(m, None, drv, None, None, explain=False) if drv else None
-        if older and older.get("possible"):
+        parts.append(f"driver {needs.driver} is too old for {blocked['driver'][0]}: upgrade the driver")
+        # Relaxing the version is offered only with a build that meets every other constraint too.
+        older = pick_torch(m, TorchNeeds(ccs=needs.ccs, driver=needs.driver, segment=needs.segment,
+                                         python=needs.python, platform=needs.platform,
+                                         compat_packages=needs.compat_packages,
+                                         windows_driver=needs.windows_driver), explain=False) if drv else None
+        if older and older.get("possible") and not older.get("forward_compat"):
             parts.append(f"or relax the version: torch {older['torch']} cu{older['cuda'].replace('.', '')} runs on it")
     if blocked["gpu"]:
-        parts.append(f"no build in range has kernels for sm_{(cc or '').replace('.', '')} "
-                     f"(e.g. {blocked['gpu'][0]}): take a newer torch")
+        sms = ", ".join(f"sm_{cc.replace('.', '')}" for cc in needs.ccs)
+        parts.append(f"no build in range has kernels for {sms} (e.g. {blocked['gpu'][0]}): take a newer torch")
     if blocked["python"]:
-        parts.append(f"your Python is outside Requires-Python of {', '.join(blocked['python'][:3])}")
+        parts.append(f"no wheels for Python {needs.python} exist for {', '.join(blocked['python'][:3])}")
     if blocked["unverified"]:
         parts.append(f"builds whose arch lists are not in the matrix may have kernels for this GPU (e.g. "
                      f"{', '.join(blocked['unverified'][:2])}): install one and confirm with `gpu-doctor check --deep`")

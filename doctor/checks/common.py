@@ -6,6 +6,7 @@ from typing import Any
 
 from doctor.facts import Facts, PyPackage
 from doctor.findings import Evidence, Finding, Fix, FixStep
+from doctor.intents import Intent
 
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib")
 
@@ -32,7 +33,8 @@ def ok(code: str, title: str, *evidence: Evidence, detail: str = "") -> Finding:
 
 
 def finding(code: str, severity: str, title: str, detail: str, evidence: list[Evidence],
-            fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
+            fix: str | None = None, steps: list[FixStep] | None = None, intents: list[Intent] | None = None
+            ) -> Finding:
     return Finding(
         code=code,
         severity=severity,  # type: ignore[arg-type]
@@ -40,6 +42,7 @@ def finding(code: str, severity: str, title: str, detail: str, evidence: list[Ev
         detail=detail,
         evidence=evidence,
         fix=Fix(summary=fix, steps=steps or []) if fix else None,
+        intents=list(intents or []),
     )
 
 

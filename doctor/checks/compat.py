@@ -11,7 +11,16 @@ from collections.abc import Iterator
 from doctor.checks.common import ev, finding, label, ok
 from doctor.facts import Facts, Gpu, PyPackage
 from doctor.findings import Evidence, Finding
+from doctor.intents import (
+    InstallCudaCompat,
+    InstallCudnn,
+    InstallDriverBranch,
+    InstallToolkit,
+    Intent,
+    ReinstallFramework,
+)
 from doctor.matrix import Matrix, Row, Verdict, current, driver_runs_cuda, major_minor, vtuple
+from doctor.queries import driver_floor
 from doctor.registry import Context, NotApplicable, Skip, check
 
 
@@ -87,46 +96,29 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
             continue
         newest = m.newest_cuda_for_driver(_driver(facts) or "")
         alt = f"; the newest CUDA this driver runs natively is {major_minor(newest['version'])}" if newest else ""
+        native = (m.min_driver(cuda) or {}).get("linux_min_driver")
+        # The lowest driver that runs it is its major's minor-version floor (CUDA 11+), not the full-support one.
+        floor = driver_floor(m, cuda) or native
+        need = InstallDriverBranch(minimum=floor, recommended=native, cuda=cuda, who=who)
+        intents: list[Intent] = [need]
+        if kind == "framework":
+            owner = _owner(facts, who)
+            if owner:
+                intents.append(ReinstallFramework(owner[0], owner[1].name, owner[1].version, reason="driver"))
         if v.rule == "forward-compat-needs-package":
             pkg = next(r for r in v.rows if r.get("package"))
+            intents.insert(0, InstallCudaCompat(pkg["package"], str(pkg["cuda"])))
             fix = f"Install {pkg['package']} (NVIDIA's CUDA repository) and put /usr/local/cuda-{pkg['cuda']}/compat " \
                   "on LD_LIBRARY_PATH, or upgrade the driver."
         else:
-            fix = f"Upgrade the driver to ≥ {v.needs or '?'}, or use a build for an older CUDA{alt}."
-            other = _torch_for_driver(m, facts, who) if who.startswith("torch ") else None
-            if other:
-                fix = (f"Upgrade the driver to ≥ {v.needs or '?'}, or keep the driver and install torch {other[0]} "
-                       f"built for CUDA {other[1]} ({other[2]}): pip install --force-reinstall torch=={other[0]} "
-                       f"--index-url https://download.pytorch.org/whl/cu{other[1].replace('.', '')}")
+            fix = f"Upgrade the driver to ≥ {floor or '?'}, or use a build for an older CUDA{alt}."
         yield finding(code, "fail", f"{who} needs a newer driver than {_driver(facts) or '?'}",
-                      v.explanation + alt + ".", evidence, fix=fix)
+                      v.explanation + alt + ".", evidence, fix=fix, intents=intents)
 
 
-def _torch_for_driver(m: Matrix, facts: Facts, who: str) -> tuple[str, str, str] | None:
-    """A torch build this driver runs: the same release for an older CUDA first, else the newest release
-    whose build suits the driver and the GPUs (the planner's answer)."""
-    from doctor.queries import QueryError, plan
-
-    version = who.split()[1].split("+", 1)[0]
-    drv = _driver(facts)
-    if not drv:
-        return None
-    gpus = [g for g in _gpus(facts) if (g.compute_capability or m.gpu(g.name))]
-    row = m.torch(version)
-    for var in sorted((row or {}).get("variant", []), key=lambda v: vtuple(v["cuda"]), reverse=True):
-        verdict = _verdict(m, facts, var["cuda"])
-        if not verdict.ok:
-            continue
-        if not var.get("arch_list"):
-            return version, var["cuda"], f"{verdict.rule}; its arch list is not in the matrix: confirm with --deep"
-        if all(_supports(g.compute_capability or (m.gpu(g.name) or {})["compute_capability"], var["arch_list"],
-                         var.get("ptx")) for g in gpus):
-            return version, var["cuda"], verdict.rule
-    try:
-        p = plan(m, gpus[0].name if gpus else None, drv, None, None)
-    except QueryError:
-        return None
-    return (p["torch"], p["cuda"], p["rule"]) if p.get("possible") else None
+def _owner(facts: Facts, who: str) -> tuple[str, PyPackage] | None:
+    """The (interpreter, package) a runtime label from :func:`runtimes` names."""
+    return next(((env.executable, p) for env in facts.python_envs for p in env.packages if label(p) == who), None)
 
 
 @check("driver.too_old_for_cuda_runtime", "Driver", "The driver runs the CUDA toolkits installed.", static=True)
@@ -169,7 +161,9 @@ def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           f"{g.name} ({arch['name']}) needs driver ≥ {arch['first_driver']}; found {drv}",
                           f"Drivers older than {arch['first_driver']} do not know {arch['name']} GPUs: the GPU is "
                           "not initialised or CUDA reports no device.", evidence,
-                          fix=f"Install driver ≥ {arch['first_driver']} (`gpu-doctor fix` writes the commands).")
+                          fix=f"Install driver ≥ {arch['first_driver']} (`gpu-doctor fix` writes the commands).",
+                          intents=[InstallDriverBranch(minimum=arch["first_driver"], recommended=arch["first_driver"],
+                                                       who=f"{arch['name']} GPUs", gpu=g.name)])
         else:
             yield ok("driver.too_old_for_gpu", f"Driver {drv} is new enough for {g.name} ({arch['name']})",
                      *evidence)
@@ -186,19 +180,26 @@ def gpu_unsupported_by_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           f"the last branch that does is R{last}",
                           f"NVIDIA moved {arch['name']} GPUs to the R{last} legacy branch; newer drivers do not "
                           "drive them.", evidence,
-                          fix=f"Install the R{last} driver branch (and hold it), or replace the GPU.")
+                          fix=f"Install the R{last} driver branch (and hold it), or replace the GPU.",
+                          intents=[InstallDriverBranch(who=f"{arch['name']} GPUs (supported up to R{last})",
+                                                       gpu=g.name, last_branch=int(last))])
         elif facts.driver.module_flavor == "open" and arch.get("open_kernel_module") is False:
             yield finding("driver.gpu_unsupported_by_driver", "fail",
                           f"The open NVIDIA kernel module does not support {g.name} ({arch['name']})",
                           "The open GPU kernel modules support Turing and newer GPUs only; older GPUs need the "
                           "proprietary module of the same driver version.", evidence,
                           fix="Install the proprietary kernel module flavour (e.g. nvidia-driver-NNN instead of "
-                              "nvidia-driver-NNN-open, or `nvidia-kernel-dkms` rather than the open variant).")
+                              "nvidia-driver-NNN-open, or `nvidia-kernel-dkms` rather than the open variant).",
+                          intents=[InstallDriverBranch(minimum=drv, recommended=drv, gpu=g.name,
+                                                       who=f"{arch['name']} GPUs (proprietary module)",
+                                                       flavor="proprietary")])
         elif facts.driver.module_flavor == "proprietary" and arch.get("open_kernel_module_required"):
             yield finding("driver.gpu_unsupported_by_driver", "fail",
                           f"{g.name} ({arch['name']}) requires the open NVIDIA kernel module; the proprietary one "
                           "is loaded", "NVIDIA supports this architecture only with the open GPU kernel modules.",
-                          evidence, fix="Install the -open flavour of the driver (e.g. nvidia-driver-NNN-open).")
+                          evidence, fix="Install the -open flavour of the driver (e.g. nvidia-driver-NNN-open).",
+                          intents=[InstallDriverBranch(minimum=drv, recommended=drv, gpu=g.name, flavor="open",
+                                                       who=f"{arch['name']} GPUs (open module)")])
         else:
             yield ok("driver.gpu_unsupported_by_driver",
                      f"Driver branch {vtuple(drv)[0]} still supports {g.name} ({arch['name']})", *evidence)
@@ -237,11 +238,12 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
     gpus = [g for g in _gpus(facts) if g.compute_capability or m.gpu(g.name)]
     if not gpus:
         raise NotApplicable("no GPU with a known compute capability")
-    pkgs = [p for env in facts.python_envs for p in env.packages if p.name == "torch" and not p.cpu_only and p.cuda]
+    pkgs = [(env.executable, p) for env in facts.python_envs for p in env.packages
+            if p.name == "torch" and not p.cpu_only and p.cuda]
     if not pkgs:
         raise NotApplicable("no CUDA build of PyTorch (its arch list is what this rule reads)")
     done = False
-    for pkg in pkgs:
+    for exe, pkg in pkgs:
         sass, ptx, var = _arch_list(m, pkg)
         if sass is None:
             continue
@@ -256,7 +258,6 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 yield ok("framework.arch_unsupported",
                          f"{label(pkg)} has kernels for {g.name} (sm_{cc.replace('.', '')})", *evidence)
                 continue
-            better = _torch_build_for(m, cc)
             yield finding(
                 "framework.arch_unsupported", "fail",
                 f"{label(pkg)} has no kernels for {g.name} (sm_{cc.replace('.', '')}): "
@@ -266,24 +267,12 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 f"; sm_{cc.replace('.', '')} is not among them (PyTorch warns '… with CUDA capability "
                 f"sm_{cc.replace('.', '')} is not compatible with the current PyTorch installation').",
                 evidence,
-                fix=(f"Install torch {better[0]} built for CUDA {better[1]}: pip install torch=={better[0]} "
-                     f"--index-url https://download.pytorch.org/whl/cu{better[1].replace('.', '')}") if better
-                else "Install a PyTorch build whose arch list includes this GPU (see `gpu-doctor matrix gpu`).",
+                fix="Install a PyTorch build whose arch list includes this GPU and that this driver runs "
+                    "(`gpu-doctor fix` picks it).",
+                intents=[ReinstallFramework(exe, "torch", pkg.version, reason="arch", gpu=g.name)],
             )
     if not done:
         raise Skip("the arch list of the installed torch build is unknown (not in the matrix; run with --deep)")
-
-
-def _torch_build_for(m: Matrix, cc: str) -> tuple[str, str] | None:
-    """The newest (torch version, CUDA) whose arch list covers this compute capability."""
-    best = None
-    for row in m.rows("pytorch", "torch"):
-        for var in row.get("variant", []):
-            if var.get("arch_list") and _supports(cc, var["arch_list"], var.get("ptx")):
-                key = (vtuple(row["version"]), vtuple(var["cuda"]))
-                if best is None or key > best[0]:
-                    best = (key, (row["version"], var["cuda"]))
-    return best[1] if best else None
 
 
 @check("framework.nvcc_mismatch_for_extensions", "Python & frameworks",
@@ -307,7 +296,8 @@ def nvcc_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 f"({major_minor(nvcc.version)}) mismatches the version that was used to compile PyTorch ({p.cuda}).'",
                 evidence,
                 fix=f"Put a CUDA {vtuple(p.cuda)[0]}.x toolkit first on PATH (and CUDA_HOME) when building "
-                    "extensions, or install the torch build for your toolkit's CUDA.")
+                    "extensions, or install the torch build for your toolkit's CUDA.",
+                intents=[InstallToolkit(major_minor(p.cuda), reason=f"the CUDA {label(p)} was built with")])
         else:
             yield ok("framework.nvcc_mismatch_for_extensions",
                      f"nvcc (CUDA {major_minor(nvcc.version)}) matches {label(p)} (CUDA {p.cuda}) for extensions",
@@ -340,13 +330,15 @@ def toolkit_arch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                               f"CUDA {major_minor(t.version)} cannot compile for {g.name} (sm_{cc.replace('.', '')}): "
                               f"its oldest target is sm_{min(sms, key=vtuple).replace('.', '')}",
                               "NVIDIA removed this architecture from the toolkit; nvcc rejects the target.",
-                              evidence, fix="Use an older toolkit that still targets this GPU for builds.")
+                              evidence, fix="Use an older toolkit that still targets this GPU for builds.",
+                              intents=[InstallToolkit(None, reason=f"compiles for {g.name}")])
             else:
                 yield finding("toolkit.gpu_arch_unsupported", "warn",
                               f"CUDA {major_minor(t.version)} is older than {g.name} (sm_{cc.replace('.', '')}): "
                               "it can only run PTX JIT-compiled by the driver",
                               f"The newest target of this toolkit is sm_{max(sms, key=vtuple).replace('.', '')}.",
-                              evidence, fix="Install a toolkit that targets this GPU natively.")
+                              evidence, fix="Install a toolkit that targets this GPU natively.",
+                              intents=[InstallToolkit(None, reason=f"compiles for {g.name}")])
 
 
 @check("toolkit.host_compiler_unsupported", "CUDA toolkit", "The system gcc is one nvcc accepts.", static=True)
@@ -399,7 +391,8 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           f"TensorFlow refuses a different major or an older release: 'Loaded runtime CuDNN library: "
                           f"{loaded} but source was compiled with: {p.cudnn}'.", evidence,
                           fix=f"Install the cuDNN {built[0]}.x the build expects (pip install 'tensorflow[and-cuda]=="
-                              f"{p.version}' pins it).")
+                              f"{p.version}' pins it).",
+                          intents=[ReinstallFramework(env.executable, p.name, p.version, reason="cudnn")])
         else:
             yield ok("cudnn.version_mismatch", f"{label(p)} (cuDNN {p.cudnn}) gets cuDNN {loaded}", *evidence)
 
@@ -430,7 +423,8 @@ def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                               f"(it supports {', '.join(row.get('cuda', []))})",
                               "A cuDNN built for another CUDA major fails to load its CUDA libraries, or mixes "
                               "two CUDA runtimes in one process.", evidence,
-                              fix="Install the cuDNN build for this CUDA (e.g. libcudnn9-cuda-12 for CUDA 12).")
+                              fix="Install the cuDNN build for this CUDA (e.g. libcudnn9-cuda-12 for CUDA 12).",
+                              intents=[InstallCudnn(9, vtuple(t.version)[0])] if vtuple(t.version) else [])
 
 
 SHADOWABLE = {"libcudnn": "nvidia-cudnn-cu", "libcublas": "nvidia-cublas-cu"}

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from doctor.checks.common import driver_installed, ev, finding, gpu_present, ok, probed
 from doctor.facts import Facts
 from doctor.findings import Finding, FixStep
+from doctor.intents import BlacklistNouveau, InstallDriverBranch, LoadModule, RebuildDkms, ReloadDriver
 from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "Driver"
@@ -49,6 +50,7 @@ def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
             [ev(facts, "driver.userspace"), ev(facts, "driver.kernel_module"), ev(facts, "host.pci_nvidia_gpus")],
             fix="Check `lspci -nn | grep -i nvidia` for the GPU, then install the NVIDIA driver "
                 "(`gpu-doctor fix` writes the commands).",
+            intents=[InstallDriverBranch(who="the NVIDIA GPU")],
         )
         return
     where = f" at {_pci_list(facts)}" if facts.gpus else ""
@@ -57,6 +59,7 @@ def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         "Neither NVIDIA's user-space libraries (libcuda, libnvidia-ml) nor its kernel module were found.",
         [ev(facts, "host.pci_nvidia_gpus"), ev(facts, "driver.userspace"), ev(facts, "driver.kernel_module")],
         fix="Install the NVIDIA driver for this distribution (`gpu-doctor fix` writes the commands).",
+        intents=[InstallDriverBranch(who="the NVIDIA GPU")],
     )
 
 
@@ -114,7 +117,10 @@ def _not_loaded_fix(facts: Facts) -> dict:
     if facts.host.container:
         return {"fix": "Load the nvidia module on the container's host (there: `sudo modprobe nvidia`, or reboot).",
                 "steps": []}
+    # Under Secure Boot an unsigned module is refused: loading it is not the remedy (secureboot.blocks_module).
+    intents = [] if facts.driver.secure_boot else [LoadModule("nvidia")]
     return {"fix": "Load the module (or reboot); if it refuses, read the kernel log for the reason.",
+            "intents": intents,
             "steps": [FixStep(["modprobe", "nvidia"], root=True, risk="safe"),
                       FixStep(["dmesg", "--level=err,warn"], root=True, risk="safe",
                               note="look for NVRM lines if modprobe failed")]}
@@ -150,7 +156,7 @@ def module_userspace_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
         "version mismatch' and CUDA programs fail until the new module is loaded.",
         [ev(facts, "driver.kernel_module"), ev(facts, "driver.userspace"), ev(facts, "driver.nvml_error")],
         fix="Reboot, or unload and reload the nvidia modules; then hold the driver packages.",
-        steps=steps,
+        steps=steps, intents=[ReloadDriver(d.kernel_module, d.userspace)],
     )
 
 
@@ -178,7 +184,7 @@ def module_missing_for_kernel(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "while the old module stays in memory until the next boot.",
             [ev(facts, "driver.module_loaded"), ev(facts, "driver.module_for_running_kernel")],
             fix="Reinstall the driver package or rebuild the module with DKMS before rebooting.",
-            steps=rebuild,
+            steps=rebuild, intents=[RebuildDkms(d.running_kernel)] if d.running_kernel else [],
         )
     elif d.module_for_running_kernel is False:
         yield finding(
@@ -188,7 +194,7 @@ def module_missing_for_kernel(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "error); `dkms status` and /var/lib/dkms/nvidia/*/build/make.log say which.",
             [ev(facts, "driver.running_kernel"), ev(facts, "driver.module_for_running_kernel")],
             fix="Install this kernel's headers and rebuild the module with DKMS.",
-            steps=rebuild,
+            steps=rebuild, intents=[RebuildDkms(d.running_kernel, load=True)] if d.running_kernel else [],
         )
     elif d.module_for_next_boot_kernel is False and d.next_boot_kernel != d.running_kernel:
         yield finding(
@@ -199,6 +205,7 @@ def module_missing_for_kernel(facts: Facts, ctx: Context) -> Iterator[Finding]:
             [ev(facts, "driver.next_boot_kernel"), ev(facts, "driver.module_for_next_boot_kernel"),
              ev(facts, "driver.running_kernel")],
             fix="Build the module for the new kernel before rebooting.",
+            intents=[RebuildDkms(d.next_boot_kernel)] if d.next_boot_kernel else [],
             steps=[headers(d.next_boot_kernel), FixStep(["dkms", "autoinstall", "-k", d.next_boot_kernel or ""],
                                                         root=True)],
         )
@@ -223,6 +230,7 @@ def nouveau_active(facts: Facts, ctx: Context) -> Iterator[Finding]:
         "('NVRM: GPU is already bound to nouveau'). It has to be blacklisted in the initramfs.",
         [ev(facts, "driver.nouveau_loaded")],
         fix="Blacklist nouveau, rebuild the initramfs and reboot.",
+        intents=[BlacklistNouveau()],
         steps=[FixStep(["sh", "-c", f"printf '{blacklist}' > /etc/modprobe.d/blacklist-nouveau.conf"], root=True),
                FixStep(["update-initramfs", "-u"], root=True, note="dnf-based systems: dracut --force"),
                FixStep(["reboot"], root=True, risk="reboot")],

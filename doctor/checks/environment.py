@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from doctor.checks.common import driver_installed, ev, finding, frameworks, gpu_present, label, ok, probed
 from doctor.facts import Facts, Gpu
 from doctor.findings import Evidence, Finding, FixStep
+from doctor.intents import InstallContainerToolkit, ReinstallFramework, UnsetEnvVar
 from doctor.registry import Context, NotApplicable, Skip, check
 
 PYTORCH_INSTALL = "https://pytorch.org/get-started/locally/"
@@ -53,6 +54,7 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "ending in /cpu, gives this build.",
             evidence,
             fix=fix,
+            intents=[ReinstallFramework(exe, pkg.name, pkg.version, reason="cpu_only")] if gpu_expected else [],
         )
 
 
@@ -121,6 +123,7 @@ def cuda_visible_devices(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "With this value every CUDA program sees zero devices ('no CUDA-capable device is detected', "
             "torch.cuda.is_available() is False) even though nvidia-smi lists the GPUs.",
             evidence, fix="Unset it (`unset CUDA_VISIBLE_DEVICES`) or list the GPUs to use, e.g. 0,1.",
+            intents=[UnsetEnvVar("CUDA_VISIBLE_DEVICES", "it hides every GPU from CUDA")],
         )
         return
     gpus = [g for g in facts.gpus if g.source != "pci"]
@@ -281,7 +284,7 @@ def container_toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
             f"{engines} is installed but the NVIDIA container toolkit is not: containers cannot get the GPU",
             "`docker run --gpus all` fails with 'could not select device driver \"\" with capabilities: [[gpu]]'.",
             evidence, fix="Install nvidia-container-toolkit from NVIDIA's repository, then configure the engine.",
-            steps=steps,
+            steps=steps, intents=[InstallContainerToolkit(_engine(ct.engines), install=True)],
         )
     elif ct.runtime_configured is False:
         yield finding(
@@ -290,7 +293,7 @@ def container_toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "The engine's configuration has no nvidia runtime (or CDI spec), so GPU requests fail with "
             "'could not select device driver \"\" with capabilities: [[gpu]]'.",
             evidence, fix="Configure the engine and restart it.",
-            steps=steps,
+            steps=steps, intents=[InstallContainerToolkit(_engine(ct.engines), install=False)],
         )
     else:
         yield ok("container.toolkit_missing", f"NVIDIA container toolkit {ct.version or ''} is installed for "
@@ -300,13 +303,17 @@ def container_toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
 ENGINE_PRIORITY = ("docker", "podman", "containerd", "cri-o")
 
 
+def _engine(engines: list[str]) -> str:
+    return min(engines, key=lambda e: ENGINE_PRIORITY.index(e) if e in ENGINE_PRIORITY else 99)
+
+
 def _toolkit_steps(engines: list[str], install: bool) -> list[FixStep]:
     """What NVIDIA's container toolkit guide says to run for the engine users start GPU containers with.
 
     Docker also ships containerd, so docker comes first; podman (and CRI-O) use CDI specs instead of
     a runtime entry.
     """
-    engine = min(engines, key=lambda e: ENGINE_PRIORITY.index(e) if e in ENGINE_PRIORITY else 99)
+    engine = _engine(engines)
     steps = []
     if install:
         steps.append(FixStep(["apt-get", "install", "-y", "nvidia-container-toolkit"], root=True,

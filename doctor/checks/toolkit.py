@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok, probed
 from doctor.facts import Facts, PyPackage
 from doctor.findings import Evidence, Finding, FixStep
+from doctor.intents import ReinstallFramework
 from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "CUDA toolkit"
@@ -40,10 +41,13 @@ def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not probed(facts, "toolkits"):
         raise Skip("the CUDA toolkits were not inspected (a recorded report that does not say)")
     needy = []
+    owners = []
     for env in facts.python_envs:
         names = {p.name for p in env.packages}
-        needy += [p for p in env.packages if p.name in ("torch", "tensorflow", "tf-nightly", "jax", "jaxlib")
-                  and not _bundles_runtime(p, names)]
+        mine = [p for p in env.packages if p.name in ("torch", "tensorflow", "tf-nightly", "jax", "jaxlib")
+                and not _bundles_runtime(p, names)]
+        needy += mine
+        owners += [(env.executable, p) for p in mine]
     fw = frameworks(facts)
     if needy:
         who = ", ".join(label(p) for p in needy)
@@ -54,6 +58,7 @@ def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
             [Evidence("toolkits", []), *[Evidence("python_envs.packages", label(p)) for p in needy]],
             fix="Install the CUDA runtime wheels with the framework (e.g. `pip install 'tensorflow[and-cuda]'`) "
                 "or a system CUDA toolkit of the version the framework was built for.",
+            intents=[ReinstallFramework(exe, p.name, p.version, reason="runtime") for exe, p in owners],
         )
     else:
         why = ("every framework here brings its own CUDA runtime: " + ", ".join(label(p) for _e, p in fw)) if fw \
@@ -138,7 +143,8 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         yield ok("cudnn.missing", f"cuDNN found: {shown}",
                  *[Evidence(f"cudnn[{i}]", c.version, c.source) for i, c in enumerate(facts.cudnn)])
         return
-    needy = [p for _e, p in frameworks(facts) if p.name in NEEDS_CUDNN and p.cpu_only is False]
+    owners = [(e, p) for e, p in frameworks(facts) if p.name in NEEDS_CUDNN and p.cpu_only is False]
+    needy = [p for _e, p in owners]
     if not needy:
         raise NotApplicable("no cuDNN installed, and nothing here needs a system cuDNN "
                             "(CUDA builds of torch bring their own)")
@@ -153,6 +159,7 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "`pip install 'jax[cuda12]'`.",
         steps=[FixStep(["pip", "install", f"nvidia-cudnn-cu{major}"], note=f"for a CUDA {major} framework build")
                for major in sorted({(p.cuda or "12").split(".")[0] for p in needy})],
+        intents=[ReinstallFramework(e, p.name, p.version, reason="cudnn") for e, p in owners],
     )
 
 
