@@ -78,8 +78,13 @@ def planned_fixes(facts: Facts, findings: list[Finding], ctx: Context) -> list[F
 
     if not isinstance(ctx.matrix, Matrix):
         return findings
+    from doctor.fixplan import Options
+
     try:
-        return with_plan_fixes(findings, build_plan(facts, findings, ctx.matrix))
+        python_plan = build_plan(facts, findings, ctx.matrix, Options(python_only=True)) if any(
+            any(i.python_only for i in f.intents) and not all(i.python_only for i in f.intents) for f in findings
+        ) else None
+        return with_plan_fixes(findings, build_plan(facts, findings, ctx.matrix), python_plan)
     except Exception:
         return findings
 

@@ -313,7 +313,9 @@ class _Planner:
         row, arch = _gpu(facts, m)
         last = min([i.last_branch for i in needs if i.last_branch] +
                    ([int(arch["last_driver_branch"])] if (arch or {}).get("last_driver_branch") else []), default=None)
-        reasons = [f"{i.who} needs ≥ {i.recommended or i.minimum}" if i.who else f"≥ {i.recommended or i.minimum}"
+        reasons = [f"{i.who or 'it'} needs ≥ {i.minimum or i.recommended}"
+                   + (f" ({i.recommended} for full support)" if i.minimum and i.recommended
+                      and i.recommended != i.minimum else "")
                    for i in needs if i.recommended or i.minimum]
         if opts.target_driver:
             target: int | None = int(vtuple(opts.target_driver)[0])
@@ -519,8 +521,14 @@ class _Planner:
         base = ((pkg.version if pkg else None) or "").split("+", 1)[0]
         keep = base if items and all(i.reason in ("cpu_only", "driver") for _n, _f, i in items) else None
         needs = self.torch_needs(env, want=opts.want, prefer=keep)
+        blocker = self._gpu_driver_blocker(needs.driver)
+        if blocker and "driver" not in self.steps and not opts.python_only and not facts.host.container:
+            # No build runs until the GPU has a driver that drives it: plan that driver too, then pick for it.
+            self._driver([(n, f, it.InstallDriverBranch()) for n, f, _i in items])
+            needs = self.torch_needs(env, want=opts.want, prefer=keep)
+            blocker = self._gpu_driver_blocker(needs.driver)
         try:
-            pick = pick_torch(m, needs)
+            pick = {"possible": False, "why": blocker} if blocker else pick_torch(m, needs)
         except QueryError as exc:
             pick = {"possible": False, "why": str(exc)}
         if opts.target_cuda and pick.get("possible"):
@@ -558,6 +566,21 @@ class _Planner:
                           _verify(who) or ["gpu-doctor", "check", "framework.cpu_only_build",
                                            "framework.arch_unsupported"], root=False,
                           findings=[n for n, _f in who]))
+
+    def _gpu_driver_blocker(self, drv: str | None) -> str | None:
+        """Why no framework build can help: a GPU the (planned) driver does not drive."""
+        if not drv:
+            return None
+        full = drv if "." in drv else f"{drv}.999.99"
+        for g in self.facts.gpus:
+            _row, arch = self.m.gpu_for_facts(g.name, g.compute_capability)
+            first, last = (arch or {}).get("first_driver"), (arch or {}).get("last_driver_branch")
+            if first and vtuple(full) < vtuple(first):
+                return f"{g.name} ({arch['name']}) needs driver ≥ {first}: upgrade the driver — no framework " \
+                       "build can help"  # type: ignore[index]
+            if last and vtuple(full)[0] > int(last):
+                return f"driver branch {vtuple(full)[0]} no longer drives {g.name}: install the R{last} branch"
+        return None
 
     def torch_needs(self, env: PythonEnv | None, want: str | None = None, prefer: str | None = None) -> Any:
         from doctor.queries import TorchNeeds
@@ -597,6 +620,15 @@ class _Planner:
                 return
             row = m.tensorflow(p.version)
             base = p.version.split("+", 1)[0]
+            if not (row or {}).get("and_cuda"):
+                # The [and-cuda] extra exists from TensorFlow 2.14 on; older releases load a system CUDA and cuDNN.
+                for n, f in who:
+                    self.add(_manual_step(f"manual-{f.code}", [(n, f)],
+                                          f"TensorFlow {base} has no [and-cuda] extra: install the CUDA "
+                                          f"{(row or {}).get('cuda', '?')} and cuDNN {(row or {}).get('cudnn', '?')} "
+                                          "it was built with (TensorFlow's tested build configurations), or move "
+                                          "to TensorFlow 2.14 or newer."))
+                return
             cmaj = vtuple((row or {}).get("cuda"))[:1] or (12,)
             self.add(PlanStep(f"tensorflow:{exe}", codes,
                               f"Install TensorFlow {base} with its CUDA extra, which pins the CUDA and cuDNN wheels "
@@ -651,7 +683,10 @@ def fix_for(plan: FixPlan, index: int) -> Fix | None:
         if all(isinstance(a, Manual) for a in s.actions):
             parts.append(" ".join(a.text for a in manual))
             continue
-        parts.append(s.why)
+        short = [f"pip install torch=={a.version} {' '.join(a.companions)} --index-url {a.index_url}".replace("  ", " ")
+                 for a in s.actions if isinstance(a, ReinstallTorch)]
+        short += [f"pip install {' '.join(a.requirements)}" for a in s.actions if isinstance(a, PipInstall)]
+        parts.append(s.why + (": " + "; ".join(f"`{c}`" for c in short) if short else ""))
         for a in s.actions:
             if isinstance(a, ReinstallTorch):
                 if a.replace_cpu:
@@ -669,11 +704,40 @@ def fix_for(plan: FixPlan, index: int) -> Fix | None:
     return Fix(summary=summary, steps=commands)
 
 
-def with_plan_fixes(findings: list[Finding], plan: FixPlan) -> list[Finding]:
-    """Findings whose fix is the plan's: a finding with intents shows the step the plan made of them."""
+# Intents the planner carries out as given (it chooses no version, package or branch for them): when the plan's
+# step for a finding starts with that very action, the check's own wording of it — with the commands a person
+# types — says the same thing as the plan and stays.
+_VERBATIM: dict[type, tuple[type, ...]] = {
+    it.BlacklistNouveau: (BlacklistNouveau,), it.LoadModule: (LoadModule,), it.RebuildDkms: (RebuildDkms,),
+    it.ReloadDriver: (HoldPackages, Reboot), it.InstallContainerToolkit: (InstallContainerToolkit,),
+    it.UnsetEnvVar: (Manual,),
+}
+
+
+def with_plan_fixes(findings: list[Finding], plan: FixPlan, python_plan: FixPlan | None = None) -> list[Finding]:
+    """Findings whose fix is the plan's: a finding with intents shows the step the plan made of them, and, when
+    the plan changes the system but the finding also named a route inside the Python environment, that route from
+    ``python_plan`` (the plan of `fix --format pip`)."""
     out = []
     for n, f in enumerate(findings):
-        fix = fix_for(plan, n) if f.intents and f.severity in ("fail", "warn") else None
+        if not f.intents or f.severity not in ("fail", "warn"):
+            out.append(f)
+            continue
+        steps = [s for s in plan.steps if n in s.findings]
+        if f.fix and len(steps) == 1 and steps[0].actions and any(
+                isinstance(steps[0].actions[0], _VERBATIM.get(type(i), ())) for i in f.intents):
+            out.append(f)
+            continue
+        fix = fix_for(plan, n)
+        if fix and f.fix and all(isinstance(a, Manual) for s in steps for a in s.actions):
+            fix = dataclasses.replace(fix, steps=f.fix.steps)  # left to a person: the check's commands stay
+        py = [s for s in (python_plan.steps if python_plan else []) if n in s.findings]
+        if fix and py and not all(s.python_only for s in steps) and all(
+                s.python_only and not all(isinstance(a, Manual) for a in s.actions) for s in py):
+            alt = fix_for(python_plan, n)  # type: ignore[arg-type]
+            if alt:
+                fix = Fix(summary=f"{fix.summary} Or, inside the Python environment alone: {alt.summary}",
+                          steps=[*fix.steps, *alt.steps])
         out.append(dataclasses.replace(f, fix=fix) if fix else f)
     return out
 

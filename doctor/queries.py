@@ -318,7 +318,8 @@ def _why(m: Matrix, blocked: dict[str, list[str]], needs: TorchNeeds, drv: str |
         sms = ", ".join(f"sm_{cc.replace('.', '')}" for cc in needs.ccs)
         parts.append(f"no build in range has kernels for {sms} (e.g. {blocked['gpu'][0]}): take a newer torch")
     if blocked["python"]:
-        parts.append(f"no wheels for Python {needs.python} exist for {', '.join(blocked['python'][:3])}")
+        parts.append(f"your Python {needs.python} has no wheels (Requires-Python, RELEASE.md) for "
+                     f"{', '.join(blocked['python'][:3])}")
     if blocked["unverified"]:
         parts.append(f"builds whose arch lists are not in the matrix may have kernels for this GPU (e.g. "
                      f"{', '.join(blocked['unverified'][:2])}): install one and confirm with `gpu-doctor check --deep`")

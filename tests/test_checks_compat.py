@@ -385,8 +385,14 @@ def test_plan_old_torch_on_rtx5090_explains_the_arch() -> None:
 
 
 def test_plan_k80_with_modern_torch_is_impossible() -> None:
-    p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.1", None)
+    p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.5", None)
     assert p["possible"] is False and "sm_37" in p["why"]
+
+
+def test_plan_k80_gets_the_last_cu118_build_with_sm37_kernels() -> None:
+    # pytorch/builder's build_cuda.sh gave the 11.8 builds of 2.1-2.4 sm_37 (compat/pytorch.toml arch_source).
+    p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.1", None)
+    assert (p["possible"], p["torch"], p["cuda"]) == (True, "2.4.1", "11.8")
 
 
 def test_plan_respects_the_python_version() -> None:
@@ -474,16 +480,28 @@ def test_driver_too_old_for_torch_proposes_the_same_release_for_an_older_cuda() 
     facts = make_facts(**driver("550.120"), gpus=[RTX4090], python_envs=env(torch("2.14.1", "13.0")))
     _status, (f,) = outcome(facts, "framework.cuda_newer_than_driver")
     assert f.severity == "fail" and f.fix is not None
-    # 2.14.1 also comes as cu126, whose arch list (sm_50…sm_90) covers the RTX 4090 (8.9); 550 runs 12.6 by MVC
-    assert "install torch 2.14.1 built for CUDA 12.6 (minor-version)" in f.fix.summary
+    # The plan upgrades the driver; the Python-only route is offered too: 2.14.1 also comes as cu126, whose arch
+    # list (sm_50…sm_90) covers the RTX 4090 (8.9), and 550 runs 12.6 by minor-version compatibility.
+    assert f.fix.summary.startswith("Install NVIDIA driver branch 580")
+    assert "torch 2.14.1 needs ≥ 580 (580.65.06 for full support)" in f.fix.summary
+    assert ("Or, inside the Python environment alone: Replace the cu130 build of torch 2.14.1 in /venv/bin/python "
+            "with torch 2.14.1 built for CUDA 12.6 (the driver runs it: minor-version)") in f.fix.summary
     assert "--index-url https://download.pytorch.org/whl/cu126" in f.fix.summary
 
 
-def test_alternative_with_an_unknown_arch_list_says_so() -> None:
+def test_alternative_never_takes_a_build_whose_arch_list_is_unknown() -> None:
+    rtx3090 = replace(RTX4090, name="NVIDIA GeForce RTX 3090", compute_capability="8.6")
+    facts = make_facts(**driver("470.223.02"), gpus=[rtx3090], python_envs=env(torch("2.5.1", "12.4")))
+    _status, (f,) = outcome(facts, "framework.cuda_newer_than_driver")
+    # 2.5.1 cu118 would run on 470, but its arch list is not in the matrix: the newest confirmed one is 2.4.1 cu118.
+    assert f.fix is not None and "with torch 2.4.1 built for CUDA 11.8" in f.fix.summary
+
+
+def test_no_torch_alternative_when_the_gpu_itself_needs_a_newer_driver() -> None:
     facts = make_facts(**driver("470.223.02"), gpus=[RTX4090], python_envs=env(torch("2.5.1", "12.4")))
     _status, (f,) = outcome(facts, "framework.cuda_newer_than_driver")
-    assert f.fix is not None and "torch 2.5.1 built for CUDA 11.8" in f.fix.summary
-    assert "not in the matrix: confirm with --deep" in f.fix.summary
+    assert f.fix is not None and f.fix.summary.startswith("Install NVIDIA driver branch 550")
+    assert "Python environment alone" not in f.fix.summary
 
 
 def test_plan_on_a_driver_no_torch_build_runs_on_explains_without_looping() -> None:

@@ -44,16 +44,18 @@ def test_cpu_torch_on_a_gpu_host_fails_and_reinstalls_from_a_cuda_index() -> Non
     assert f.title == "torch 2.13.0+cpu in /venv/bin/python is a CPU-only build"
     assert "an NVIDIA GPU is attached" in f.detail
     assert f.fix is not None
-    # torch 2.13.0 comes as cu130, cu132 and cu126 (compat/pytorch.toml); driver 550 runs CUDA 12.x only
-    # (13.x needs >= 580), and the cu126 build has sm_90 kernels for the H100.
-    assert ("`pip install --force-reinstall torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126`"
-            in f.fix.summary)
-    assert "runs on driver 550.90.07 and has kernels for compute capability 9.0" in f.fix.summary
+    # The plan's answer: torch 2.13.0 comes as cu130, cu132 and cu126 (compat/pytorch.toml); driver 550 runs CUDA
+    # 12.x only (13.x needs >= 580), and the cu126 build has sm_90 kernels for the H100. The same release is kept.
+    assert "`pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126`" in f.fix.summary
+    assert "the driver runs it: minor-version" in f.fix.summary
+    assert [s.command[3:] for s in f.fix.steps] == [
+        ["uninstall", "-y", "torch"], ["install", "torch==2.13.0", "--index-url", "https://download.pytorch.org/whl/cu126"]]
 
 
-def test_cpu_torch_of_a_release_the_matrix_lacks_points_to_the_selector() -> None:
+def test_cpu_torch_of_a_release_the_matrix_lacks_gets_the_newest_build_that_fits() -> None:
     f = only(make_facts(python_envs=[torch_env("1.9.0+cpu", cuda=None, cpu_only=True)]), "framework.cpu_only_build")
-    assert f.fix is not None and "whl/cuXYZ" in f.fix.summary and "pytorch.org/get-started" in f.fix.summary
+    # 1.9.0 is not in the matrix: the plan picks the newest build the 550 driver runs with sm_90 kernels.
+    assert f.fix is not None and "torch 2.14.1 built for CUDA 12.6" in f.fix.summary
 
 
 def test_cpu_torch_on_a_machine_without_gpu_or_driver_is_only_info() -> None:
@@ -70,9 +72,9 @@ def test_cpu_torch_with_a_driver_but_no_gpu_on_pci_still_fails() -> None:
 
 
 @pytest.mark.parametrize(("pkg", "fix"), [
-    (PyPackage("tensorflow-cpu", "2.21.0", cpu_only=True), "`pip install 'tensorflow[and-cuda]'`"),
-    (PyPackage("tensorflow", "2.15.1", cpu_only=True), "`pip install 'tensorflow[and-cuda]'`"),
-    (PyPackage("jaxlib", "0.4.30", cpu_only=True), "`pip install -U 'jax[cuda12]'`"),
+    (PyPackage("tensorflow-cpu", "2.21.0", cpu_only=True), "`pip install tensorflow[and-cuda]==2.21.0`"),
+    (PyPackage("tensorflow", "2.15.1", cpu_only=True), "`pip install tensorflow[and-cuda]==2.15.1`"),
+    (PyPackage("jaxlib", "0.4.30", cpu_only=True), "`pip install jax[cuda12]==0.4.30`"),
 ])
 def test_cpu_only_tensorflow_and_jax_fixes(pkg: PyPackage, fix: str) -> None:
     f = only(make_facts(python_envs=env_with(pkg)), "framework.cpu_only_build")

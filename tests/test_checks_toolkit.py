@@ -47,7 +47,7 @@ def test_no_toolkit_with_tensorflow_cuda_build_without_runtime_wheels_fails(pack
     f = only(make_facts(**NO_TOOLKIT, python_envs=env_with(*packages)), "toolkit.missing")
     assert f.severity == "fail"
     assert f.title == "No CUDA toolkit is installed, and tensorflow 2.15.1 needs a system CUDA runtime"
-    assert f.fix is not None and "pip install 'tensorflow[and-cuda]'" in f.fix.summary
+    assert f.fix is not None and "`pip install tensorflow[and-cuda]==2.15.1`" in f.fix.summary
 
 
 def test_no_toolkit_with_tensorflow_and_cuda_wheels_only_warns() -> None:
@@ -182,8 +182,10 @@ def test_tensorflow_gpu_build_without_any_cudnn_fails_and_installs_the_wheel() -
     assert f.title == "No cuDNN is installed, and tensorflow 2.15.1 needs one"
     assert f.area == "cuDNN"
     assert f.fix is not None
-    assert [s.command for s in f.fix.steps] == [["pip", "install", "nvidia-cudnn-cu12"]]
-    assert "pip install 'tensorflow[and-cuda]'" in f.fix.summary
+    # The plan's step: the release's CUDA extra, which pins the cuDNN wheel it was built with.
+    assert [s.command for s in f.fix.steps] == [["/venv/bin/python", "-m", "pip", "install",
+                                                 "tensorflow[and-cuda]==2.15.1"]]
+    assert "`pip install tensorflow[and-cuda]==2.15.1`" in f.fix.summary
 
 
 def test_jax_gpu_build_without_cudnn_fails() -> None:
@@ -210,3 +212,5 @@ def test_cudnn_fix_matches_a_cuda_11_framework_build() -> None:
     f = only(make_facts(cudnn=[], python_envs=env_with(tf_cu11)), "cudnn.missing")
     assert f.fix is not None
     assert [s.command for s in f.fix.steps] == [["pip", "install", "nvidia-cudnn-cu11"]]
+    # TensorFlow 2.11 has no [and-cuda] extra (it came with 2.14): the plan says so instead of inventing one.
+    assert "TensorFlow 2.11.0 has no [and-cuda] extra" in f.fix.summary
