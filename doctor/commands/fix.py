@@ -13,6 +13,7 @@ from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
 from doctor.commands.check import add_probe_options, collect_from_args, load_facts_file
 
 FORMATS = ("auto", "apt", "dnf", "conda", "pip")
+PYTHON_FORMATS = ("pip", "conda")  # only what the Python environment can do: the plan takes its Python-only routes
 FILES = ("script", "requirements", "constraints", "environment")
 PIN_MARK = "# gpu-doctor-pin v1"
 
@@ -99,7 +100,7 @@ def make_plan(facts: Any, args: argparse.Namespace) -> Any:
     try:
         return build_plan(facts, report.findings, current(), Options(
             target_driver=getattr(args, "target_driver", None), target_cuda=getattr(args, "target_cuda", None),
-            want=getattr(args, "want", None)))
+            want=getattr(args, "want", None), python_only=getattr(args, "format", None) in PYTHON_FORMATS))
     except PlanError as exc:
         raise UsageError(str(exc)) from None
 

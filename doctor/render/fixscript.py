@@ -11,6 +11,7 @@ Safety rules, all enforced here so no renderer can forget them:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Callable
@@ -140,6 +141,13 @@ def render_script(plan: FixPlan, system: ModuleType | None, python: ModuleType |
                   version: str) -> str:
     """The whole script: header, skeleton, guards, one function per step, the epilogue."""
     renderers = [r for r in (system, python) if r is not None]
+    if system is None:
+        # A Python-only script (pip, conda): the steps a Python environment can do; the others are named in the
+        # header for `gpu-doctor fix` to do, never half-rendered.
+        left = [s for s in plan.steps if not s.python_only]
+        plan = dataclasses.replace(plan, steps=[s for s in plan.steps if s.python_only], notes=[
+            *plan.notes, *(f"not in this format (needs the system): {s.why} — run `gpu-doctor fix` for it"
+                           for s in left)])
     body: list[str] = []
     calls: list[str] = []
     needs_root = False
@@ -215,9 +223,8 @@ def _render_step(n: int, step: PlanStep, plan: FixPlan, renderers: list[ModuleTy
                 root |= getattr(r, "ROOT", False)
                 break
         else:
-            lines.append(f"# not done by this format: {comment(action.kind)} "
-                         f"({comment(_describe(action))}); run `gpu-doctor fix --format auto` for it")
-            lines.append(say(f"skipped (another format does it): {_describe(action)}"))
+            lines.append(f"# not done by this format: {comment(step.why)}; run `gpu-doctor fix --format auto` for it")
+            lines.append(say(f"skipped (another format does it): {step.why}"))
     if step.verify:
         lines.append(say("verify: " + shlex.join(step.verify)))
     return lines, root
@@ -230,7 +237,3 @@ def manual(action: Manual) -> list[str]:
     return out
 
 
-def _describe(action: Action) -> str:
-    d = action.to_dict()
-    d.pop("action")
-    return action.kind + " " + ", ".join(f"{k}={v}" for k, v in d.items() if v not in (None, [], ""))

@@ -35,7 +35,7 @@ class FixScreen(Screen[None]):
         self.findings = findings
         self.heading = heading
         self.formats = fixes.script_formats(report, findings)
-        self.format = self.formats[0].id if self.formats else "bash"
+        self.format = self.formats[0].id if self.formats else "apt"
         self._scripts: dict[str, str] = {}
         self.error: str | None = None  # why the shown format could not be rendered
 
