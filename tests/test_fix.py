@@ -107,8 +107,9 @@ def test_cpu_only_torch_is_replaced_explicitly_from_the_cuda_index():
     (torch,) = [a for a in plan.actions() if isinstance(a, ReinstallTorch)]
     assert (torch.version, torch.cuda, torch.replace_cpu) == ("2.5.1", "12.4", True)
     text = script_for(plan)
-    assert "run /venv/bin/python -m pip uninstall -y torch" in text
-    assert "run /venv/bin/python -m pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124" in text
+    assert "run /venv/bin/python -m pip uninstall -y -- torch" in text
+    assert ("run /venv/bin/python -m pip install --index-url https://download.pytorch.org/whl/cu124 -- torch==2.5.1"
+            in text)
     assert "[ \"$have\" = 2.5.1+cu124 ]" in text  # idempotent: the right build is left alone
 
 
@@ -153,13 +154,13 @@ def test_module_userspace_mismatch_holds_the_packages_and_needs_a_reboot():
     assert "need_reboot 'the loaded module 550.54.15 is older" in text
     assert "rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia" in text  # the no-reboot way, as a comment only
     assert "\n  run rmmod" not in text
-    assert "run dnf versionlock add nvidia-driver-550" in script_for(plan_for("module_userspace_mismatch", "rhel",
+    assert "run dnf versionlock add -- nvidia-driver-550" in script_for(plan_for("module_userspace_mismatch", "rhel",
                                                                               "8.10"))
 
 
 def test_tensorflow_without_cudnn_installs_its_cuda_extra():
     text = script_for(plan_for("tf_without_cudnn"))
-    assert "run /venv/bin/python -m pip install 'tensorflow[and-cuda]==2.21.0'" in text
+    assert "run /venv/bin/python -m pip install -- 'tensorflow[and-cuda]==2.21.0'" in text
     assert "nvidia-cudnn-cu12" in text  # already there when this wheel is installed
 
 
@@ -259,7 +260,7 @@ def test_steps_already_done_are_skipped(tmp_path):
     out = dry_run(path, os_release(tmp_path, "debian", "12")).stdout
     if subprocess.run(["dpkg-query", "-W", "curl"], capture_output=True).returncode == 0:
         assert "already installed: ca-certificates curl" in out
-    assert "[dry-run] apt-get install -y cudnn9-cuda-12" in out
+    assert "[dry-run] apt-get install -y -- cudnn9-cuda-12" in out
 
 
 def test_dry_run_writes_the_log(tmp_path):

@@ -75,7 +75,9 @@ def test_hostile_facts_are_quoted_everywhere(tmp_path, os_id, version, system):
     everything = "\n".join(outputs)
     # The values are printed literally, metacharacters and all.
     assert f"/venv/bin/python{SUFFIX.format(m=marker)} -m pip install" in everything
-    assert f"apt-mark hold nvidia-driver-550{SUFFIX.format(m=marker)}" in everything or system is dnf
+    # A package name that is not a package name (here: full of shell syntax) is refused, never held.
+    assert f"apt-mark hold -- nvidia-driver-550{SUFFIX.format(m=marker)}" not in everything
+    assert "is not a Debian package name, so it is not passed to apt-mark hold" in everything or system is dnf
 
 
 def test_newlines_in_facts_cannot_end_a_comment(tmp_path):

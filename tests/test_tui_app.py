@@ -114,7 +114,7 @@ async def test_opens_on_the_first_failure_with_evidence_rule_and_fix() -> None:
         assert "torch 2.5.1 needs a newer driver than 470.63.01" in text
         assert "Evidence" in text and "driver.kernel_module = '470.63.01'" in text
         assert "Matrix rule" in text and "source: https://docs.nvidia.com/" in text
-        assert "Upgrade the driver to ≥ 550.54.14" in text
+        assert "Install NVIDIA driver branch 550" in text and "torch 2.4.1 built for CUDA 11.8" in text
         assert "[1/6] CUDA 12 PyTorch on an R470 driver" in summary(app)
         assert "NOT READY" in summary(app)
 
@@ -247,7 +247,7 @@ async def test_fix_script_opens_on_the_apt_plan_and_saves_it_through_the_dialog(
         saved = await save_script(app, pilot, target)
         assert saved == script == cli_fix("module-userspace-mismatch", "apt", tmp_path)
         assert "\n  apt_hold libnvidia-compute-535 nvidia-driver-535\n" in saved  # the step holds the packages…
-        assert '      run apt-mark hold "$p"\n' in saved  # …with apt-mark, unless held already
+        assert '      run apt-mark hold -- "$p"\n' in saved  # …with apt-mark, unless held already
         assert "\n    run reboot\n" in saved and "only with --reboot" in saved  # never rebooted unasked
         await pilot.press("escape")
         assert not isinstance(app.screen, FixScreen)
@@ -261,13 +261,13 @@ async def test_f_cycles_through_the_formats_and_each_one_saves(tmp_path: Path) -
         await pilot.press("f")
         screen = app.screen
         assert isinstance(screen, FixScreen)
-        assert [t.id for t in screen.query("#fix-formats Tab")] == ["fmt-apt", "fmt-pip", "fmt-conda", "fmt-bash"]
+        assert [t.id for t in screen.query("#fix-formats Tab")] == ["fmt-apt", "fmt-pip", "fmt-conda"]
         tabs = screen.query_one("#fix-formats", Tabs)
         seen = []
-        for i in range(5):
+        for i in range(4):
             about = str(screen.query_one("#fix-about", Static).render())
             seen.append((screen.format, tabs.active, about.split(",")[0], screen.script.split(" generated")[0]))
-            if i < 4:
+            if i < 3:
                 assert await save_script(app, pilot, tmp_path / f"{screen.format}.sh") == screen.script
             await pilot.press("f")
             await pilot.pause()
@@ -276,15 +276,12 @@ async def test_f_cycles_through_the_formats_and_each_one_saves(tmp_path: Path) -
             ("apt", "fmt-apt", "gpu-doctor fix --format apt", head + "apt),"),
             ("pip", "fmt-pip", "gpu-doctor fix --format pip", head + "pip),"),
             ("conda", "fmt-conda", "gpu-doctor fix --format conda", head + "conda),"),
-            ("bash", "fmt-bash", "The findings' own fix steps", seen[3][3]),
             ("apt", "fmt-apt", "gpu-doctor fix --format apt", head + "apt),"),  # round and round
         ]
         pip = (tmp_path / "pip.sh").read_text()
-        assert "say 'skipped (another format does it): HoldPackages names=[" in pip  # pip cannot hold a .deb
-        bash = (tmp_path / "bash.sh").read_text()
-        assert bash.startswith("#!/usr/bin/env bash\n# Written by gpu-doctor from its findings")
-        assert "\nsudo apt-mark hold libnvidia-compute-535 nvidia-driver-535\n" in bash  # the finding's own step
-        assert "# sudo reboot" in bash
+        # pip cannot hold a .deb or reboot: the step is named for `gpu-doctor fix`, never half-rendered
+        assert "not in this format (it needs the system, not the Python environment)" in pip
+        assert "HoldPackages" not in pip and "apt_hold" not in pip
         await pilot.click("#fix-formats Tab#fmt-conda")  # the mouse switches too
         await pilot.pause()
         assert screen.format == "conda" and "(format: conda)" in screen.script
@@ -305,7 +302,7 @@ async def test_pip_script_for_the_r470_host_is_the_plans_python_side(tmp_path: P
         # pip takes the finding's Python-only route: a torch build driver 470 runs (PyTorch's cu118 index), and never
         # half-renders the driver step (no leaked action repr, no reboot).
         assert [ln.strip() for ln in saved.splitlines() if "-m pip install" in ln and "run " in ln] == [
-            "run /home/ml/venv/bin/python -m pip install torch==2.4.1 --index-url https://download.pytorch.org/whl/cu118"]
+            "run /home/ml/venv/bin/python -m pip install --index-url https://download.pytorch.org/whl/cu118 -- torch==2.4.1"]
         assert "InstallDriver" not in saved and "need_reboot 'the new" not in saved
 
 

@@ -247,8 +247,8 @@ def test_every_problem_in_every_plan_format_is_what_gpu_doctor_fix_writes(name: 
         assert fixes.fix_script(report, problems, fmt) == out.read_text(), fmt
     if name == "rtx5090-cu124-torch":  # sm_120 needs a torch with Blackwell kernels: PyTorch's cu128 index
         pip = fixes.fix_script(report, problems, "pip")
-        assert ("    run /home/ml/venv/bin/python -m pip install torch==2.11.0 --index-url "
-                "https://download.pytorch.org/whl/cu128\n") in pip
+        assert ("    run /home/ml/venv/bin/python -m pip install --index-url https://download.pytorch.org/whl/cu128 -- "
+                "torch==2.11.0\n") in pip
 
 
 def test_a_planner_crash_offers_no_script_rather_than_half_a_plan(monkeypatch: pytest.MonkeyPatch) -> None:

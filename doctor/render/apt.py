@@ -41,6 +41,7 @@ from doctor.fixplan import (
     RebuildDkms,
 )
 from doctor.render.fixscript import manual, q, say
+from doctor.render.values import fits, refused
 
 ROOT = True
 UBUNTU = ("20.04", "22.04", "24.04")
@@ -50,7 +51,6 @@ REPO_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "sbsa", "arm64": 
 LAST_CUDA_DRIVERS_BRANCH = 580  # cuda-drivers-NNN exists up to R580 (Driver Installation Guide, "590 renames")
 CONTAINER_LIST = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 CONTAINER_KEY = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
-_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_~:-]*$")
 
 
 def supports(os_id: str | None, os_version: str | None) -> bool:
@@ -108,10 +108,10 @@ apt_install() {
   apt_update
   if [ "$DRY_RUN" = 0 ]; then
     for p in "${missing[@]}"; do
-      apt-cache show "$p" >/dev/null 2>&1 || die "package $p is not in the configured repositories"
+      apt-cache show -- "$p" >/dev/null 2>&1 || die "package $p is not in the configured repositories"
     done
   fi
-  run apt-get install -y "${missing[@]}"
+  run apt-get install -y -- "${missing[@]}"
 }
 # NVIDIA's CUDA repository, through its keyring package (CUDA Installation Guide, network repo).
 cuda_repo() {
@@ -131,7 +131,7 @@ apt_hold() {
     if apt-mark showhold 2>/dev/null | grep -qxF -- "$p"; then
       say "already held: $p"
     else
-      run apt-mark hold "$p"
+      run apt-mark hold -- "$p"
     fi
   done
 }
@@ -139,8 +139,10 @@ apt_hold() {
 
 
 def headers(kernel: str | None) -> list[str]:
-    if kernel and _SAFE.match(kernel):
+    if kernel and fits("kernel", kernel):
         return [f"apt_install {q('linux-headers-' + kernel)}"]
+    if kernel:
+        return refused("kernel", kernel, "apt (linux-headers-…)")
     return ["# the running kernel is unknown: install its headers yourself (linux-headers-$(uname -r))"]
 
 
@@ -181,8 +183,17 @@ def render(action: Action, plan: FixPlan) -> list[str] | None:
     if isinstance(action, PinDriverBranch):
         return pin_branch(action.branch)
     if isinstance(action, HoldPackages):
-        return [f"apt_hold {' '.join(q(n) for n in action.names)}"]
+        return hold(action.names, "debian-package", "apt_hold", "apt-mark hold")
     return None
+
+
+def hold(names: list[str], kind: str, function: str, where: str) -> list[str]:
+    """Hold the names that fit the package grammar; refuse the others (they could be options)."""
+    good = [n for n in names if fits(kind, n)]
+    out = [line for n in names if not fits(kind, n) for line in refused(kind, n, where)]
+    if good:
+        out.append(f"{function} {' '.join(q(n) for n in good)}")
+    return out
 
 
 def _driver(a: InstallDriver, plan: FixPlan) -> list[str]:
@@ -228,6 +239,8 @@ def blacklist_nouveau() -> list[str]:
 
 
 def dkms(kernel: str) -> list[str]:
+    if not fits("kernel", kernel):
+        return refused("kernel", kernel, "dkms -k")
     k = q(kernel)
     return [f"if dkms status -k {k} 2>/dev/null | grep -q 'installed'; then",
             f"  say {q(f'an nvidia module is already built for {kernel}')}",
@@ -242,7 +255,7 @@ def load_module(a: LoadModule) -> list[str]:
             else "if false; then",
             f"  say {q(f'{a.module} is loaded')}",
             "else",
-            f"  run modprobe {m}",
+            f"  run modprobe -- {m}",
             "fi"]
 
 

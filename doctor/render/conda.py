@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from doctor.fixplan import Action, FixPlan, PipInstall, ReinstallTorch
 from doctor.matrix import major_minor
 from doctor.render.fixscript import comment, q, say
+from doctor.render.values import fits
 
 ROOT = False
 
@@ -25,6 +26,8 @@ def supports(os_id: str | None, os_version: str | None) -> bool:
 
 def prelude(plan: FixPlan) -> str:
     prefix = plan.conda_prefix or ""
+    if prefix and not fits("path", prefix):
+        prefix = ""  # not an absolute path (it could be an option): the script asks for CONDA_ENV_PREFIX instead
     lines = [f"CONDA_ENV_PREFIX=${{CONDA_ENV_PREFIX:-{q(prefix) if prefix else ''}}}", PRELUDE]
     if not plan.gpu_visible:
         cuda = _cuda(plan)
@@ -43,7 +46,7 @@ if [ -z "$CONDA_ENV_PREFIX" ]; then
 fi
 # Is a package of this version (and build) in the environment?
 conda_has() {
-  { "$CONDA" list -p "$CONDA_ENV_PREFIX" --full-name "$1" 2>/dev/null || true; } | grep -v '^#' | grep -q -- "$2"
+  { "$CONDA" list -p "$CONDA_ENV_PREFIX" --full-name -- "$1" 2>/dev/null || true; } | grep -v '^#' | grep -q -- "$2"
 }
 """
 
@@ -77,7 +80,7 @@ def render(action: Action, plan: FixPlan) -> list[str] | None:
             f"  say {q(f'{name} {version} is already in the environment')}",
             "else",
             f'  run "$CONDA" install -y -p "$CONDA_ENV_PREFIX" -c conda-forge --override-channels '
-            f"{' '.join(q(s) for s in want)}",
+            f"-- {' '.join(q(s) for s in want)}",
             "fi",
             say(f"(the plan was made for the interpreter {action.python})")]
 

@@ -34,6 +34,7 @@ from doctor.fixplan import (
 )
 from doctor.render import apt
 from doctor.render.fixscript import q
+from doctor.render.values import fits, refused
 
 ROOT = True
 FAMILY = ("rhel", "rocky", "almalinux")
@@ -62,7 +63,7 @@ def prelude(plan: FixPlan) -> str:
 
 
 PRELUDE = r"""
-installed() { command -v rpm >/dev/null 2>&1 && rpm -q "$1" >/dev/null 2>&1; }
+installed() { command -v rpm >/dev/null 2>&1 && rpm -q -- "$1" >/dev/null 2>&1; }
 dnf_install() {
   local missing=() p
   for p in "$@"; do installed "$p" || missing+=("$p"); done
@@ -70,7 +71,7 @@ dnf_install() {
     say "already installed: $*"
     return 0
   fi
-  run dnf -y install "${missing[@]}"
+  run dnf -y install -- "${missing[@]}"
 }
 cuda_repo() {
   if [ -f "$CUDA_REPO_PATH" ]; then
@@ -108,8 +109,10 @@ def _major(plan: FixPlan) -> str:
 
 
 def headers(kernel: str | None) -> list[str]:
-    if kernel and apt._SAFE.match(kernel):
+    if kernel and fits("kernel", kernel):
         return [f"dnf_install {q('kernel-devel-' + kernel)} kernel-headers"]
+    if kernel:
+        return refused("kernel", kernel, "dnf (kernel-devel-…)")
     return ["# the running kernel is unknown: install kernel-devel-$(uname -r) yourself"]
 
 
@@ -125,7 +128,7 @@ def render(action: Action, plan: FixPlan) -> list[str] | None:
                 f"grep -q '^{action.branch}\\.'; then",
                 f"  say {q(f'NVIDIA driver branch {action.branch} is installed')}",
                 "else",
-                f"  run dnf -y module install {q(s)}",
+                f"  run dnf -y module install -- {q(s)}",
                 "fi"]
     if isinstance(action, InstallToolkit):
         return ["cuda_repo", f"dnf_install {q('cuda-toolkit-' + action.cuda.replace('.', '-'))}"]
@@ -152,8 +155,9 @@ def render(action: Action, plan: FixPlan) -> list[str] | None:
         return apt.load_module(action)
     if isinstance(action, PinDriverBranch):
         return ["dnf_install python3-dnf-plugin-versionlock",
-                f"run dnf versionlock add {q(f'*nvidia*{action.branch}*')}"]
+                f"run dnf versionlock add -- {q(f'*nvidia*{action.branch}*')}"]
     if isinstance(action, HoldPackages):
-        return ["dnf_install python3-dnf-plugin-versionlock",
-                f"run dnf versionlock add {' '.join(q(n) for n in action.names)}"]
+        lines = apt.hold(action.names, "rpm-package", "run dnf versionlock add --", "dnf versionlock add")
+        return ["dnf_install python3-dnf-plugin-versionlock", *lines] if any(
+            ln.startswith("run ") for ln in lines) else lines
     return None

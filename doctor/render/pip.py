@@ -17,6 +17,7 @@ import re
 from doctor.fixplan import Action, FixPlan, PipInstall, ReinstallTorch
 from doctor.matrix import Matrix, vtuple
 from doctor.render.fixscript import comment, q, say
+from doctor.render.values import fits, refused
 
 ROOT = False
 _REQ = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\[[A-Za-z0-9_,\-]+\])?([=<>!~]=?[A-Za-z0-9.+*!\-]+,?)*$")
@@ -32,7 +33,7 @@ def prelude(plan: FixPlan) -> str:
 
 PRELUDE = r"""
 # The version pip reports for a distribution in an interpreter, or nothing.
-pip_version() { { "$1" -m pip show "$2" 2>/dev/null || true; } | sed -n 's/^Version: //p'; }
+pip_version() { { "$1" -m pip show -- "$2" 2>/dev/null || true; } | sed -n 's/^Version: //p'; }
 need_python() {
   if [ -x "$1" ]; then return 0; fi
   if [ "$DRY_RUN" = 1 ]; then
@@ -45,10 +46,12 @@ need_python() {
 
 
 def safe_requirement(text: str) -> bool:
-    return bool(_REQ.match(text))
+    return bool(_REQ.fullmatch(text))
 
 
 def render(action: Action, plan: FixPlan) -> list[str] | None:
+    if isinstance(action, (ReinstallTorch, PipInstall)) and not fits("path", action.python):
+        return refused("path", action.python, "the Python interpreter that runs pip")
     if isinstance(action, ReinstallTorch):
         return _torch(action)
     if isinstance(action, PipInstall):
@@ -65,11 +68,14 @@ def _torch(a: ReinstallTorch) -> list[str]:
            "else"]
     if a.replace_cpu:
         out.append("  # A CPU-only build counts as 'already satisfied' for pip: remove it explicitly first.")
-    out += ['  if [ -n "$have" ]; then', f"    run {py} -m pip uninstall -y torch", "  fi",
-            f"  run {py} -m pip install {q(f'torch=={a.version}')} --index-url {q(a.index_url)}",
-            "  # torchvision/torchaudio, if installed, must come from the same index (pip install --index-url "
-            f"{comment(a.index_url)} torchvision==<its pair>).",
-            "fi"]
+    companions = [c for c in a.companions if safe_requirement(c)]
+    out += ['  if [ -n "$have" ]; then', f"    run {py} -m pip uninstall -y -- torch", "  fi",
+            f"  run {py} -m pip install --index-url {q(a.index_url)} -- "
+            + " ".join(q(r) for r in [f"torch=={a.version}", *companions])]
+    if not companions:
+        out.append("  # torchvision/torchaudio, if installed, must come from the same index (pip install --index-url "
+                   f"{comment(a.index_url)} torchvision==<its pair>).")
+    out.append("fi")
     return out
 
 
@@ -90,9 +96,9 @@ def _pip(a: PipInstall) -> list[str]:
                 f"  say {q('already installed: ' + ' '.join(a.requirements))}", "else"]
     pad = "  " if conds else ""
     for u in a.uninstall:
-        out += [f'{pad}if [ -n "$(pip_version {py} {q(u)})" ]; then', f"{pad}  run {py} -m pip uninstall -y {q(u)}",
+        out += [f'{pad}if [ -n "$(pip_version {py} {q(u)})" ]; then', f"{pad}  run {py} -m pip uninstall -y -- {q(u)}",
                 f"{pad}fi"]
-    out.append(f"{pad}run {py} -m pip install {' '.join(q(r) for r in a.requirements)}")
+    out.append(f"{pad}run {py} -m pip install -- {' '.join(q(r) for r in a.requirements)}")
     if conds:
         out.append("fi")
     return out
