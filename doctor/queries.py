@@ -314,7 +314,7 @@ def _why(m: Matrix, blocked: dict[str, list[str]], needs: TorchNeeds, drv: str |
                                          windows_driver=needs.windows_driver), explain=False) if drv else None
         if older and older.get("possible") and not older.get("forward_compat"):
             parts.append(f"or relax the version: torch {older['torch']} cu{older['cuda'].replace('.', '')} runs on it")
-    if blocked["gpu"]:
+    if blocked["gpu"] and not blocked["driver"]:  # builds with kernels exist in range when the driver blocks them
         sms = ", ".join(f"sm_{cc.replace('.', '')}" for cc in needs.ccs)
         parts.append(f"no build in range has kernels for {sms} (e.g. {blocked['gpu'][0]}): take a newer torch")
     if blocked["python"]:

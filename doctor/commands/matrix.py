@@ -19,6 +19,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--driver", metavar="VERSION", help="installed driver (535 or 535.104.05)")
         p.add_argument("--want", metavar="SPEC", help="e.g. 'torch>=2.4'")
         p.add_argument("--python", metavar="X.Y", help="the Python version the environment uses")
+        p.add_argument("--platform", default="linux-x86_64",
+                       choices=("linux-x86_64", "linux-aarch64", "jetson", "windows", "macos"),
+                       help="where the wheel must run (default linux-x86_64; macOS has no CUDA builds)")
         p.add_argument("--json", action="store_true", help="print the plan as JSON")
         return
     p.description = ("Answer from the bundled compatibility matrix (compat/), offline: what a driver runs, what a "
@@ -148,7 +151,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise UsageError("plan needs at least one of --gpu, --driver, --want")
     m = _matrix()
     try:
-        result = queries.plan(m, args.gpu, args.driver, args.want, args.python)
+        result = queries.plan(m, args.gpu, args.driver, args.want, args.python, platform=args.platform)
     except queries.QueryError as exc:
         raise UsageError(str(exc)) from None
     result["matrix"] = m.describe()
@@ -157,9 +160,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
                  f"  {result['install']}"]
         if result.get("torchvision"):
             lines.append(f"  torchvision {result['torchvision']} pairs with it")
+        if result.get("torchaudio"):
+            lines.append(f"  torchaudio {result['torchaudio']} pairs with it")
         if result.get("cudnn"):
             lines.append(f"  cuDNN {result['cudnn']} comes with the wheel")
-        if result.get("min_driver"):
+        if result.get("forward_compat"):
+            fc = result["forward_compat"]
+            lines.append(f"  runs on driver {args.driver} of this data-center GPU with NVIDIA's forward-compatibility "
+                         f"package {fc['package']} (without it: driver ≥ {result.get('driver_floor')})")
+        elif result.get("driver_floor") and result.get("driver_floor") != result.get("min_driver"):
+            lines.append(f"  needs driver ≥ {result['driver_floor']} (minor-version compatibility; "
+                         f"≥ {result.get('min_driver')} for full support)")
+        elif result.get("min_driver"):
             lines.append(f"  needs driver ≥ {result['min_driver']} natively")
         if result.get("base_image"):
             lines.append(f"  base image: {result['base_image']['tag']} (or {result['base_image']['runtime']}; "
