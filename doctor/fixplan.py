@@ -470,6 +470,9 @@ class _Planner:
                               [Manual(f"Remove {i.name} from the environment where it is set (shell profile, "
                                       "job script, container spec); for this shell:", [f"unset {i.name}"])],
                               _verify([(n, f)]), root=False, findings=[n]))
+        for _n, _f, i in by[it.OnlyIfWanted]:
+            if i.text not in self.notes:
+                self.notes.append(i.text)
         for n, f, i in by[it.Manual]:
             self.add(PlanStep(f"manual-{f.code}", [f.code], f"Needs a person: {f.title}",
                               [Manual(i.text, list(i.commands))], _verify([(n, f)]), root=False, findings=[n]))

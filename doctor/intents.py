@@ -136,9 +136,21 @@ class Manual(Intent):
     commands: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class OnlyIfWanted(Intent):
+    """Nothing needs changing for what runs here; ``text`` says when a person would still want it. A note in the
+    plan, never a step."""
+
+    text: str
+
+    @property
+    def python_only(self) -> bool:
+        return True
+
+
 INTENTS: tuple[type[Intent], ...] = (ReinstallFramework, InstallDriverBranch, InstallCudaCompat, LoadModule,
                                      RebuildDkms, BlacklistNouveau, ReloadDriver, InstallToolkit, InstallCudnn,
-                                     InstallContainerToolkit, UnsetEnvVar, Manual)
+                                     InstallContainerToolkit, UnsetEnvVar, Manual, OnlyIfWanted)
 
 
 def from_dict(data: dict[str, Any]) -> Intent | None:

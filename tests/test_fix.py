@@ -78,7 +78,7 @@ def test_driver_too_old_for_toolkit_installs_branch_550_server_on_ubuntu():
     text = script_for(plan)
     assert "apt_install linux-headers-5.15.0-105-generic" in text
     assert "apt_install nvidia-driver-550-server" in text
-    assert "CUDA toolkit 12.4.1 at /usr/local/cuda-12.4 needs ≥ 550.54.15" in text
+    assert "CUDA toolkit 12.4.1 at /usr/local/cuda-12.4 needs ≥ 525.60.13 (550.54.15 for full support)" in text
     assert "A reboot is needed afterwards" in text
 
 
@@ -97,7 +97,7 @@ def test_driver_too_old_on_debian11_needs_nvidias_repository():
 
 def test_driver_too_old_on_rhel_uses_the_module_stream():
     text = script_for(plan_for("driver_too_old_for_toolkit", "rocky", "9.4"))
-    assert "run dnf -y module install nvidia-driver:550-dkms" in text
+    assert "run dnf -y module install -- nvidia-driver:550-dkms" in text
     assert "dnf_install kernel-devel-5.15.0-105-generic kernel-headers" in text
     assert "cuda-rhel9.repo" in text
 

@@ -95,7 +95,7 @@ def test_apt_names_are_the_documented_ones(os_id, version, action, names, source
 @pytest.mark.parametrize(("os_id", "version", "action", "stream", "source"), DNF_NAMES)
 def test_dnf_module_streams_are_the_documented_ones(os_id, version, action, stream, source):
     lines = dnf.render(action, plan(os_id, version))
-    assert f"  run dnf -y module install {stream}" in lines
+    assert f"  run dnf -y module install -- {stream}" in lines
 
 
 def test_dnf_toolkit_cudnn_compat_versionlock_and_repository():

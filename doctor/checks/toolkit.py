@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok, probed
 from doctor.facts import Facts, PyPackage
 from doctor.findings import Evidence, Finding, FixStep
-from doctor.intents import ReinstallFramework
+from doctor.intents import OnlyIfWanted, ReinstallFramework
 from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "CUDA toolkit"
@@ -69,6 +69,8 @@ def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
             "torch.utils.cpp_extension) needs nvcc.",
             [Evidence("toolkits", [])],
             fix="Install a CUDA toolkit only if you compile CUDA code (`gpu-doctor fix` picks the version).",
+            intents=[OnlyIfWanted("No CUDA toolkit is installed; nothing here needs one to run. Pass --target-cuda X.Y "
+                              "to install one for compiling CUDA code.")],
         )
 
 
