@@ -223,11 +223,12 @@ def pick_torch(m: Matrix, needs: TorchNeeds, explain: bool = True) -> dict[str, 
     if needs.platform == "jetson":
         return {"possible": False, "why": "PyTorch's own wheels do not run on Jetson: install the build NVIDIA "
                 "publishes for your JetPack release (PyTorch for Jetson)"}
-    if needs.platform == "linux-aarch64":
-        return {"possible": False, "why": "the matrix describes Linux x86_64 builds only; the aarch64 (SBSA) CUDA "
-                "wheels have other arch lists: choose one at https://pytorch.org/get-started/locally/ and confirm "
-                "with `gpu-doctor check --deep`"}
-    windows = needs.platform == "windows" or needs.windows_driver
+    if needs.platform in ("linux-aarch64", "windows"):
+        what = "aarch64 (SBSA)" if needs.platform == "linux-aarch64" else "native Windows"
+        return {"possible": False, "why": f"the matrix describes Linux x86_64 builds only; the {what} CUDA wheels "
+                "have other arch lists: choose one at https://pytorch.org/get-started/locally/ and confirm with "
+                "`gpu-doctor check --deep`"}
+    windows = needs.windows_driver
     drv = _full_driver(m, needs.driver) if needs.driver else None
     blocked: dict[str, list[str]] = {"python": [], "gpu": [], "driver": [], "unverified": []}
     rows = sorted(m.rows("pytorch", "torch"), key=lambda r: (r["version"] == needs.prefer, vtuple(r["version"])),

@@ -202,7 +202,7 @@ def _floor(cuda: str) -> tuple[int, ...] | None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gpu=st.sampled_from(GPU_ROWS), driver=st.sampled_from(DRIVERS), python=st.sampled_from(PYTHONS),
-       platform=st.sampled_from(["linux-x86_64", "linux-x86_64", "linux-x86_64", "linux-aarch64", "jetson",
+       platform=st.sampled_from(["linux-x86_64", "linux-x86_64", "linux-x86_64", "linux-aarch64", "jetson", "windows",
                                  "macos"]))
 def test_every_recommendation_meets_every_constraint(gpu: dict, driver: str, python: str, platform: str) -> None:
     p = queries.plan(M, gpu["name"], driver, None, python, platform=platform)
