@@ -10,11 +10,11 @@ import json
 import re
 import subprocess
 import sys
-import tomllib
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import tomllib
 from factories import H100, make_facts, torch_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
