@@ -302,7 +302,8 @@ async def test_pip_script_for_the_r470_host_is_the_plans_python_side(tmp_path: P
         # pip takes the finding's Python-only route: a torch build driver 470 runs (PyTorch's cu118 index), and never
         # half-renders the driver step (no leaked action repr, no reboot).
         assert [ln.strip() for ln in saved.splitlines() if "-m pip install" in ln and "run " in ln] == [
-            "run /home/ml/venv/bin/python -m pip install --index-url https://download.pytorch.org/whl/cu118 -- torch==2.4.1"]
+            "run /home/ml/venv/bin/python -m pip install --index-url https://download.pytorch.org/whl/cu118 -- "
+            "torch==2.4.1"]
         assert "InstallDriver" not in saved and "need_reboot 'the new" not in saved
 
 
