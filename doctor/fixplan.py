@@ -285,7 +285,7 @@ class _Planner:
 
     def _unplanned(self, n: int, f: Finding) -> None:
         system = [i for i in f.intents if not self.feasible(i)]
-        if self.opts.python_only and system:
+        if self.opts.python_only:  # only the Python environment's part: the rest is named, for `gpu-doctor fix`
             self.skipped.append(f"not in this format (it needs the system, not the Python environment): "
                                 f"{f.title} — run `gpu-doctor fix` for it")
             return
@@ -589,8 +589,7 @@ class _Planner:
         from doctor.queries import TorchNeeds
 
         facts, m = self.facts, self.m
-        ccs = tuple(sorted({c for g in facts.gpus if g.source != "pci"
-                            for c in [g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")] if c}))
+        ccs = tuple(sorted({c for g in facts.gpus if g.source != "pci" for c in [_cc(g, m)] if c}))
         segments = [(m.gpu(g.name) or {}).get("segment") for g in facts.gpus if g.source != "pci"]
         segment = None if (not segments or None in segments) else (
             "consumer" if "consumer" in segments else "workstation" if "workstation" in segments else segments[0])
@@ -656,6 +655,14 @@ class _Planner:
                                       done_when=[f"jax=={jax.version}", f"jax-cuda{major}-plugin"],
                                       cuda=f"{major}.0")],
                           _verify(who), root=False, findings=[n for n, _f in who]))
+
+
+def _cc(g: Any, m: Matrix) -> str | None:
+    """A GPU's compute capability as "X.Y": what the GPU reported when it reads as one, else its matrix row's."""
+    v = vtuple(g.compute_capability)
+    if len(v) >= 2:
+        return f"{v[0]}.{v[1]}"
+    return (m.gpu(g.name) or {}).get("compute_capability")
 
 
 def platform(facts: Facts, m: Matrix) -> str:

@@ -29,6 +29,7 @@ KERNEL_RELEASE = re.compile(r"^[0-9][A-Za-z0-9._+~\-]*$")
 VERSION = re.compile(r"^[0-9][A-Za-z0-9.+~:_\-]*$")
 PATH = re.compile(r"^/[^\x00\n\r]*$")
 MAX = 255
+PATH_MAX = 4096  # Linux's PATH_MAX
 
 GRAMMARS: dict[str, tuple[re.Pattern[str], str]] = {
     "debian-package": (DEBIAN_PACKAGE, "a Debian package name"),
@@ -41,7 +42,8 @@ GRAMMARS: dict[str, tuple[re.Pattern[str], str]] = {
 
 def fits(kind: str, value: object) -> bool:
     pattern, _what = GRAMMARS[kind]
-    return isinstance(value, str) and len(value) <= MAX and bool(pattern.fullmatch(value))
+    limit = PATH_MAX if kind == "path" else MAX
+    return isinstance(value, str) and len(value) <= limit and bool(pattern.fullmatch(value))
 
 
 def refused(kind: str, value: object, where: str) -> list[str]:
