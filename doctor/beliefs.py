@@ -190,6 +190,11 @@ def probed(facts: Facts, what: str) -> bool:
     return what in facts.sources
 
 
+def live_probed(facts: Facts, area: str) -> bool:
+    """This area was probed on the machine itself (not read from a pasted report)."""
+    return (facts.sources.get(area) or "").startswith("probes")
+
+
 # --- each belief ----------------------------------------------------------------------------------
 
 

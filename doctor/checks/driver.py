@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from doctor import beliefs
-from doctor.checks.common import ev, finding, gpu_present, ok
+from doctor.checks.common import ev, finding, frameworks, gpu_present, label, ok
 from doctor.facts import Facts
 from doctor.findings import Evidence, Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check
@@ -35,11 +35,14 @@ def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise Skip(installed.why)
     evidence = list(installed.evidence)
     if b.no_nvidia_gpu.yes and facts.host.pci_nvidia_gpus == 0:
-        if not b.gpu_expected.yes:
-            raise NotApplicable("no NVIDIA GPU on this machine, and nothing here needs one (CPU builds only)")
+        cpu_stack = [p for _e, p in frameworks(facts) if p.cpu_only]
+        if cpu_stack and not b.gpu_expected.yes:
+            raise NotApplicable("no NVIDIA GPU on this machine, and it runs CPU builds only "
+                                f"({', '.join(label(p) for p in cpu_stack[:3])}): nothing here needs a driver")
         yield finding(
             "driver.missing", "fail", "No NVIDIA GPU is on this machine's PCI bus, and no NVIDIA driver is installed",
-            f"The PCI bus lists no NVIDIA display or 3D controller, yet {b.gpu_expected.why}. On a VM or cloud "
+            "The PCI bus lists no NVIDIA display or 3D controller"
+            + (f", yet {b.gpu_expected.why}" if b.gpu_expected.yes else "") + ". On a VM or cloud "
             "instance the GPU is not attached (wrong instance type, or PCI passthrough not configured); on bare "
             "metal the card is not seated or not powered. Installing a driver will not help until the GPU appears "
             "in `lspci`.",

@@ -140,7 +140,7 @@ def cuda_home_invalid(facts: Facts, ctx: Context) -> Iterator[Finding]:
         if "CUDA_HOME" not in facts.env:
             raise Skip("the environment variables were not recorded")
         raise NotApplicable("neither CUDA_HOME nor CUDA_PATH is set")
-    if not probed(facts, "toolkits") or facts.sources.get("toolkits") != "probes":
+    if not beliefs.live_probed(facts, "toolkits"):
         raise Skip("the toolkit directories were not inspected here (a recorded report)")
     for var in set_vars:
         home = facts.env[var] or ""
@@ -241,8 +241,8 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if beliefs.of(facts).no_nvidia_gpu.yes and not ctx.options.get("static"):
         raise NotApplicable("no NVIDIA GPU on this machine: cuDNN would not be used")
     # An unknown cuDNN list is unknown, not empty: a report that says "cuDNN version: Could not collect".
-    if "cudnn" not in facts.sources and facts.sources.get("toolkits") != "probes" \
-            and facts.sources.get("driver") != "probes":
+    if "cudnn" not in facts.sources and not beliefs.live_probed(facts, "toolkits") \
+            and not beliefs.live_probed(facts, "driver"):
         raise Skip("the cuDNN libraries were not inspected (a recorded report that does not say)")
     who = ", ".join(label(p) for p in needy)
     yield finding(
