@@ -337,7 +337,8 @@ def test_nouveau_unknown_modules_skips() -> None:
 @pytest.mark.parametrize(("overrides", "title"), [
     ({}, "Secure Boot is off"),
     ({"driver__secure_boot": True}, "Secure Boot is on and the nvidia module is signed and loaded"),
-    ({"driver__secure_boot": True, **NO_DRIVER, "gpus": PCI_ONLY}, "Secure Boot is on (no NVIDIA driver installed yet)"),
+    ({"driver__secure_boot": True, **NO_DRIVER, "gpus": PCI_ONLY},
+     "Secure Boot is on (no NVIDIA driver installed yet)"),
 ])
 def test_secureboot_ok_cases(overrides: dict, title: str) -> None:
     f = only(make_facts(**overrides), "secureboot.blocks_module")

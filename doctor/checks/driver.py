@@ -318,7 +318,8 @@ def forward_compat(facts: Facts, ctx: Context) -> Iterator[Finding]:
     rows = [m.gpu(g.name) for g in gpus]
     policy = m.table("cuda", "forward_compat_policy")
     segments = policy.get("segments", [])
-    wrong = [g.name for g, r in zip(gpus, rows, strict=False) if r and r.get("segment") and r["segment"] not in segments]
+    wrong = [g.name for g, r in zip(gpus, rows, strict=False)
+             if r and r.get("segment") and r["segment"] not in segments]
     user = f"{lib.path}" if lib else "a cuda-compat libcuda"
     if wrong:
         yield finding(
@@ -343,7 +344,8 @@ def forward_compat(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 f"The cuda-compat libcuda {lib.version} does not support the loaded kernel driver {module} "
                 f"(branch {branch(module)})",
                 "A forward-compatibility libcuda works only on top of the kernel-driver branches NVIDIA lists for it; "
-                f"for CUDA {cuda_row['version'] if cuda_row else '?'} those are {', '.join('R' + x for x in branches)}. "
+                f"for CUDA {cuda_row['version'] if cuda_row else '?'} those are "
+                f"{', '.join('R' + x for x in branches)}. "
                 "Otherwise CUDA fails with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803) and the kernel log says "
                 "'kernel version … does not match DSO version'.",
                 [*evidence, Evidence("compat:driver_branches", branches, fwd[0].get("source"))],

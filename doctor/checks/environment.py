@@ -145,7 +145,7 @@ def cuda_visible_devices(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 "_parse_visible_devices; its test says 'Double mention of ordinal returns empty set'). NVIDIA's "
                 f"documentation does not define a repeated index for the driver itself. {DUPLICATE_SOURCE}",
                 [*evidence, Evidence("gpus", [f"{g.index}: {g.uuid}" for g in gpus], gpus[0].source)],
-                fix=f"List each GPU once, e.g. CUDA_VISIBLE_DEVICES={','.join(dict.fromkeys(seen + [canonical]))}.",
+                fix=f"List each GPU once, e.g. CUDA_VISIBLE_DEVICES={','.join(dict.fromkeys([*seen, canonical]))}.",
             )
             return
         seen.append(canonical)
