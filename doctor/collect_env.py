@@ -404,7 +404,16 @@ def _driver(report: _Report, f: _Facts, macos: bool, rocm: bool) -> DriverInfo:
         if 1000 <= n < 100_000:
             api = f"{n // 1000}.{(n % 1000) // 10}"
             f.source("driver.cuda_driver_api", f"torch warning 'driver on your system is too old (found version {n})'")
-    return DriverInfo(userspace=userspace, cuda_driver_api=api)
+    # Statements of absence printed around the report are evidence too (see doctor/beliefs.py).
+    init_error = nvml_error = None
+    low = report.text.lower()
+    if "found no nvidia driver on your system" in low:
+        init_error = "torch: Found no NVIDIA driver on your system"
+        f.source("driver.cuda_init_error", "torch error 'Found no NVIDIA driver on your system'")
+    if "couldn't communicate with the nvidia driver" in low:
+        nvml_error = "nvidia-smi: couldn't communicate with the NVIDIA driver"
+        f.source("driver.nvml_error", "nvidia-smi 'couldn't communicate with the NVIDIA driver'")
+    return DriverInfo(userspace=userspace, cuda_driver_api=api, cuda_init_error=init_error, nvml_error=nvml_error)
 
 
 def _gpu_names(report: _Report) -> list[tuple[int, str]]:

@@ -536,9 +536,12 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
         title = (f"{label(p)} needs cuDNN {need} but will load cuDNN {loaded}" if rule == "jax" else
                  f"{label(p)} was built with cuDNN {built} but will load cuDNN {loaded}")
         yield finding("cudnn.version_mismatch", "fail", title, says, evidence,
-                      fix=f"Install the cuDNN {vtuple(built)[0]}.x the build expects (pip install "
-                          f"nvidia-cudnn-cu{vtuple(p.cuda or '12')[0]}), or remove the other cuDNN from "
-                          "LD_LIBRARY_PATH.")
+                      fix=(f"Install the cuDNN {vtuple(built)[0]}.x the build expects (pip install "
+                           f"nvidia-cudnn-cu{vtuple(p.cuda)[0]}), or remove the other cuDNN from LD_LIBRARY_PATH.")
+                      if p.cuda and vtuple(p.cuda)[0] >= 11 else
+                      f"Install cuDNN {'.'.join(str(x) for x in vtuple(built)[:2])} for CUDA {p.cuda or '?'} "
+                      "(NVIDIA's cuDNN archive; no pip wheel exists for it), or remove the other cuDNN from "
+                      "LD_LIBRARY_PATH.")
     if not judged:
         if not pairs:
             raise NotApplicable("no framework build here needs a particular cuDNN")
