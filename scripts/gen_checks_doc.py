@@ -123,6 +123,11 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
     "container.no_gpu_passthrough": ("docker run without --gpus", make_facts(
         host__container="docker", driver__device_nodes=[], loader__libcuda=None, gpus=[],
         driver__cuda_driver_api=None)),
+    "framework.cuda_unavailable": ("--deep: torch cu124 on driver 470 answers is_available() False", make_facts(
+        driver__kernel_module="470.223.02", driver__userspace="470.223.02", driver__cuda_driver_api="11.4",
+        python_envs=[replace(torch_env("2.5.1", cuda="12.4"), packages=[replace(
+            torch_env("2.5.1", cuda="12.4").packages[0], deep=__import__("doctor.facts", fromlist=["DeepResult"])
+            .DeepResult(is_available=False, device_count=0, cuda="12.4"))])])),
     "loader.libcuda_stub": ("the toolkit's stubs directory on LD_LIBRARY_PATH", make_facts(
         loader__libcuda=LibRef("/usr/local/cuda-12.4/lib64/stubs/libcuda.so", None, stub=True),
         env__LD_LIBRARY_PATH="/usr/local/cuda-12.4/lib64/stubs")),

@@ -302,3 +302,42 @@ def test_no_kernel_image_error_in_the_facts_is_the_failure() -> None:
         error="CUDA error: no kernel image is available for execution on the device"))
     f = only(make_facts(python_envs=[replace(env, packages=[pkg])]), "framework.arch_unsupported")
     assert f.severity == "fail"
+
+
+# --- a CUDA build that sees no GPU ------------------------------------------------------------------------
+
+
+def _asked(available: bool, error: str | None = None, cuda: str = "12.4") -> list[PythonEnv]:
+    from doctor.facts import DeepResult
+
+    env = torch_env("2.5.1", cuda=cuda)
+    pkg = replace(env.packages[0], deep=DeepResult(is_available=available, device_count=1 if available else 0,
+                                                   error=error, cuda=cuda))
+    return [replace(env, packages=[pkg])]
+
+
+def test_cuda_build_that_sees_the_gpu_is_ok() -> None:
+    assert only(make_facts(python_envs=_asked(True)), "framework.cuda_unavailable").severity == "ok"
+
+
+def test_cuda_build_that_sees_no_gpu_names_the_driver_as_the_cause() -> None:
+    facts = make_facts(python_envs=_asked(False, cuda="12.4"), driver__kernel_module="470.223.02",
+                       driver__userspace="470.223.02", driver__cuda_driver_api="11.4")
+    f = only(facts, "framework.cuda_unavailable")
+    assert f.severity == "warn"
+    assert "driver is too old" in f.title
+
+
+def test_cuda_build_that_sees_no_gpu_without_a_visible_cause_fails() -> None:
+    f = only(make_facts(python_envs=_asked(False, error="CUDA driver initialization failed")),
+             "framework.cuda_unavailable")
+    assert f.severity == "fail"
+    assert "initialization failed" in f.detail
+
+
+def test_collect_env_is_cuda_available_false_is_judged() -> None:
+    # torch 1.3.1 built for CUDA 10.1 on driver 410.48: "Is CUDA available: No"
+    text = (DATA / "pytorch-30071-torch1.3.1-8x-titan-xp-driver410.txt").read_text()
+    found = [f for f in diagnose(parse(text)).findings if f.code == "framework.cuda_unavailable"]
+    assert [f.severity for f in found] == ["warn"]
+    assert "driver is too old" in found[0].title

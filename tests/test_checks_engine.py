@@ -59,7 +59,7 @@ ISSUE_CODES = {
     # the CI-and-Docker issue
     "image.min_host_driver",
     # the judgement issue (beliefs)
-    "loader.libcuda_stub", "driver.forward_compat", "toolkit.cuda_home_invalid",
+    "loader.libcuda_stub", "driver.forward_compat", "toolkit.cuda_home_invalid", "framework.cuda_unavailable",
 }
 
 
@@ -108,6 +108,7 @@ def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> N
         "cudnn.cuda_mismatch",
         "driver.forward_compat",  # the driver's own libcuda is in use
         "toolkit.cuda_home_invalid",  # CUDA_HOME is not set
+        "framework.cuda_unavailable",  # only with --deep
         "image.min_host_driver"}  # only with --static
 
 

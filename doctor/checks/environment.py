@@ -382,5 +382,71 @@ def wsl_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
         yield ok("wsl.driver", "WSL2 uses the Windows driver's libcuda from /usr/lib/wsl/lib", *evidence)
 
 
-FRAMEWORK_CHECKS = [cpu_only_build]
+@check("framework.cuda_unavailable", "Python & frameworks",
+       "Each CUDA build of a framework sees the GPU (torch.cuda.is_available() / its device list).")
+def cuda_unavailable(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    from doctor.matrix import Matrix, driver_runs_cuda
+
+    asked = [(exe, p) for exe, p in frameworks(facts) if p.deep and p.deep.is_available is not None]
+    if not asked:
+        raise NotApplicable("no framework was asked whether it sees a GPU (only with --deep, or from a "
+                            "collect_env report)")
+    b = beliefs.of(facts)
+    for exe, p in asked:
+        deep = p.deep
+        assert deep is not None
+        evidence = [Evidence("python_envs.packages.deep.is_available", deep.is_available, exe)]
+        if deep.error:
+            evidence.append(Evidence("python_envs.packages.deep.error", deep.error, exe))
+        if deep.is_available:
+            count = f" ({deep.device_count} device(s))" if deep.device_count else ""
+            yield ok("framework.cuda_unavailable", f"{label(p)} sees the GPU{count}", *evidence)
+            continue
+        if p.cpu_only:
+            continue  # framework.cpu_only_build says why
+        causes = []
+        if b.no_nvidia_gpu.yes:
+            causes.append("there is no NVIDIA GPU on this machine")
+        if b.userspace_installed.no:
+            causes.append("no NVIDIA driver is installed (see driver.missing)")
+        elif b.module_loaded.no:
+            causes.append("the NVIDIA kernel module is not loaded (see driver.not_loaded)")
+        drv = b.driver_version.value
+        m = ctx.matrix
+        if p.cuda and isinstance(m, Matrix) and (drv or b.driver_cuda.value):
+            v = driver_runs_cuda(m, drv, p.cuda if "." in p.cuda else f"{p.cuda}.0",
+                                 driver_api=b.driver_cuda.value, windows=bool(facts.host.wsl))
+            if not v.ok and v.rule != "unknown":
+                causes.append(f"the driver is too old for its CUDA {p.cuda}: {v.explanation} "
+                              "(see framework.cuda_newer_than_driver)")
+        visible = facts.env.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None and visible.strip() in ("", "-1", "none", "void", "NoDevFiles"):
+            causes.append(f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU")
+        if facts.host.container and not [n for n in facts.driver.device_nodes if re.search(r"/nvidia\d+$", n)]:
+            causes.append("the container has no GPU passed in (see container.no_gpu_passthrough)")
+        if b.libcuda.value == "stub":
+            causes.append("the loader resolves the toolkit's stub libcuda (see loader.libcuda_stub)")
+        said = f" It said: {deep.error!r}." if deep.error else ""
+        if causes:
+            yield finding(
+                "framework.cuda_unavailable", "warn",
+                f"{label(p)} is a CUDA build but sees no GPU: {causes[0]}",
+                f"{label(p)} in {exe} answered that CUDA is not available." + said + " Causes found: "
+                + "; ".join(causes) + ".", evidence,
+                fix="Fix the cause named above; then `python -c 'import torch; print(torch.cuda.is_available())'` "
+                    "says True.")
+            continue
+        yield finding(
+            "framework.cuda_unavailable", "fail",
+            f"{label(p)} is a CUDA build but sees no GPU, and no cause is visible from these facts",
+            f"{label(p)} in {exe} answered that CUDA is not available." + said + " The driver, the GPU list and "
+            "the framework's CUDA version do not explain it. Common causes: the process cannot open /dev/nvidia* "
+            "(permissions, a container or cgroup rule), a GPU in a bad state (Xid errors; `nvidia-smi -q`), "
+            "CUDA_VISIBLE_DEVICES set in the job's own environment, or a second libcuda earlier on the loader path.",
+            evidence,
+            fix="Run `gpu-doctor check --deep -v` in the same environment as the failing program, and "
+                "`python -c 'import torch; torch.cuda.init()'` to see CUDA's own error.")
+
+
+FRAMEWORK_CHECKS = [cpu_only_build, cuda_unavailable]
 ENV_CHECKS = [cuda_visible_devices, device_order, container_toolkit_missing, no_gpu_passthrough, wsl_driver]
