@@ -341,3 +341,12 @@ def test_collect_env_is_cuda_available_false_is_judged() -> None:
     found = [f for f in diagnose(parse(text)).findings if f.code == "framework.cuda_unavailable"]
     assert [f.severity for f in found] == ["warn"]
     assert "driver is too old" in found[0].title
+
+
+def test_extensions_build_with_cuda_home_before_nvcc_on_path() -> None:
+    # torch.utils.cpp_extension reads CUDA_HOME first: a matching nvcc on PATH does not save an 11.8 CUDA_HOME
+    tk = Toolkit("/usr/local/cuda-11.8", "11.8.0", "11.8.89", "env:CUDA_HOME")
+    facts = make_facts(env__CUDA_HOME="/usr/local/cuda-11.8", toolkits=[*make_facts().toolkits, tk])
+    f = only(facts, "framework.nvcc_mismatch_for_extensions")
+    assert f.severity == "warn"
+    assert f.title.startswith("CUDA_HOME=/usr/local/cuda-11.8 is CUDA 11.8")

@@ -349,29 +349,36 @@ def _torch_build_for(m: Matrix, cc: str) -> tuple[str, str] | None:
 @check("framework.nvcc_mismatch_for_extensions", "Python & frameworks",
        "nvcc's CUDA major matches torch's, so torch.utils.cpp_extension can build extensions.", static=True)
 def nvcc_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    nvcc = facts.loader.nvcc_on_path
     torches = [p for env in facts.python_envs for p in env.packages if p.name == "torch" and p.cuda]
     if not torches:
         raise NotApplicable("no CUDA build of PyTorch")
-    if not nvcc or not nvcc.version:
-        raise NotApplicable("no nvcc on PATH (extensions cannot be built at all; see toolkit.path_not_set)")
+    # torch.utils.cpp_extension compiles with CUDA_HOME (then CUDA_PATH), and only then the nvcc on PATH.
+    built = beliefs.of(facts).build_toolkit
+    if built.value is None:
+        raise NotApplicable("no nvcc on PATH and no CUDA_HOME (extensions cannot be built at all; "
+                            "see toolkit.path_not_set)")
+    root, version, how = built.value
+    if not version:
+        raise Skip(f"the CUDA version of the toolkit extensions would build with is unknown ({built.why})")
+    where = f"{how}={root}" if how != "PATH" else f"nvcc on PATH ({root}/bin/nvcc)"
     for p in torches:
-        evidence = [ev(facts, "loader.nvcc_on_path", f"{nvcc.path} {nvcc.version}"),
+        evidence = [Evidence("build_toolkit", f"{where}: CUDA {version}", built.source),
                     Evidence("python_envs.packages", f"{label(p)} cuda={p.cuda}")]
-        if vtuple(nvcc.version)[:1] != vtuple(p.cuda)[:1]:
+        if vtuple(version)[:1] != vtuple(p.cuda)[:1]:
             yield finding(
                 "framework.nvcc_mismatch_for_extensions", "warn",
-                f"nvcc is CUDA {major_minor(nvcc.version)} but {label(p)} was built with CUDA {p.cuda}: "
-                "building CUDA extensions will fail",
+                (f"nvcc is CUDA {major_minor(version)}" if how == "PATH" else
+                 f"{how}={root} is CUDA {major_minor(version)}")
+                + f" but {label(p)} was built with CUDA {p.cuda}: building CUDA extensions will fail",
                 "torch.utils.cpp_extension refuses a different CUDA major: 'The detected CUDA version "
-                f"({major_minor(nvcc.version)}) mismatches the version that was used to compile PyTorch ({p.cuda}).'",
+                f"({major_minor(version)}) mismatches the version that was used to compile PyTorch ({p.cuda}).'",
                 evidence,
-                fix=f"Put a CUDA {vtuple(p.cuda)[0]}.x toolkit first on PATH (and CUDA_HOME) when building "
-                    "extensions, or install the torch build for your toolkit's CUDA.")
+                fix=f"Point CUDA_HOME (and PATH) at a CUDA {vtuple(p.cuda)[0]}.x toolkit when building extensions, "
+                    "or install the torch build for your toolkit's CUDA.")
         else:
             yield ok("framework.nvcc_mismatch_for_extensions",
-                     f"nvcc (CUDA {major_minor(nvcc.version)}) matches {label(p)} (CUDA {p.cuda}) for extensions",
-                     *evidence)
+                     f"The build toolkit (CUDA {major_minor(version)}, {where}) matches {label(p)} (CUDA {p.cuda}) "
+                     "for extensions", *evidence)
 
 
 @check("toolkit.gpu_arch_unsupported", "CUDA toolkit", "Each toolkit can compile for every GPU here.", static=True)
