@@ -350,3 +350,15 @@ def test_extensions_build_with_cuda_home_before_nvcc_on_path() -> None:
     f = only(facts, "framework.nvcc_mismatch_for_extensions")
     assert f.severity == "warn"
     assert f.title.startswith("CUDA_HOME=/usr/local/cuda-11.8 is CUDA 11.8")
+
+
+def test_an_older_cuda_12_on_ld_library_path_breaks_torchs_nvjitlink() -> None:
+    # the classic "undefined symbol: __nvJitLinkAddData_12_1, version libnvJitLink.so.12"
+    env = PythonEnv("/venv/bin/python", "3.11.9", packages=[
+        PyPackage("torch", "2.5.1", cuda="12.4", cpu_only=False), PyPackage("nvidia-cublas-cu12", "12.4.5.8"),
+        PyPackage("nvidia-nvjitlink-cu12", "12.4.127")])
+    facts = make_facts(python_envs=[env], env__LD_LIBRARY_PATH="/usr/local/cuda-12.1/lib64",
+                       toolkits=[Toolkit("/usr/local/cuda-12.1", "12.1.1", "12.1.105", "path")])
+    f = only(facts, "framework.libs_shadowed")
+    assert f.severity == "warn"
+    assert "nvJitLink" in f.detail and "/usr/local/cuda-12.1/lib64" in f.title

@@ -589,6 +589,22 @@ SHADOWABLE = {"libcudnn": "nvidia-cudnn", "libcublas": "nvidia-cublas"}
 _WHEEL = re.compile(r"^(nvidia-cudnn|nvidia-cublas)(?:-cu\d+)?$")
 
 
+def _older_toolkit_on_ld_path(facts: Facts, env: PythonEnv, ld_dirs: list[str]) -> str | None:
+    """A system toolkit's library directory on LD_LIBRARY_PATH whose CUDA is older than (same major as) the torch
+    wheel's: the transitive libraries (nvJitLink) resolve there first."""
+    torch = next((p for p in env.packages if p.name == "torch" and p.cuda and not p.cpu_only), None)
+    if not torch or not any(p.name.startswith("nvidia-") for p in env.packages):
+        return None
+    for d in ld_dirs:
+        for t in facts.toolkits:
+            if t.source == "pip" or not t.version or not (d == t.root or d.startswith(t.root.rstrip("/") + "/")):
+                continue
+            tv, cv = vtuple(t.version), vtuple(torch.cuda)
+            if tv[:1] == cv[:1] and tv[:2] < cv[:2]:
+                return f"{d} (CUDA {major_minor(t.version)}, older than torch's CUDA {torch.cuda})"
+    return None
+
+
 def _rpath_wins(env: PythonEnv) -> bool:
     """torch's CUDA wheels find their nvidia-* wheels through DT_RPATH, which the loader searches before
     LD_LIBRARY_PATH: a directory there cannot shadow them."""
@@ -615,9 +631,24 @@ def libs_shadowed(facts: Facts, ctx: Context) -> Iterator[Finding]:
         ref = facts.loader.libcudnn
         if ref and wheels["libcudnn"] and ref.path.rsplit("/", 1)[0] in ld_dirs and not _rpath_wins(env):
             problems.append(("libcudnn", f"{ref.path} (cuDNN {ref.version or '?'})", "first on LD_LIBRARY_PATH"))
+        older = _older_toolkit_on_ld_path(facts, env, ld_dirs)
+        if older:
+            problems.append(("libnvJitLink", older, "an older CUDA of the same major on LD_LIBRARY_PATH"))
         evidence = [ev(facts, "env.LD_LIBRARY_PATH"), *[Evidence("python_envs.packages", f"{w.name} {w.version}")
                                                        for w in wheels.values() if w]]
-        if problems:
+        if problems and problems[0][0] == "libnvJitLink":
+            _lib, path, how = problems[0]
+            yield finding(
+                "framework.libs_shadowed", "warn",
+                f"LD_LIBRARY_PATH puts {path} before the CUDA libraries torch's wheels bring in {env.executable}",
+                "torch finds its direct libraries through DT_RPATH, but the libraries those load (libcusparse → "
+                "libnvJitLink, cuDNN's sub-libraries) are searched on LD_LIBRARY_PATH first. An older CUDA of the "
+                "same major there gives \"undefined symbol: __nvJitLinkAddData_12_x, version libnvJitLink.so.12\" or "
+                "'libcusparse.so.12: undefined symbol' at `import torch`.",
+                [*evidence, Evidence("library", path, how)],
+                fix="Remove that toolkit's lib64 from LD_LIBRARY_PATH for this environment (or unset LD_LIBRARY_PATH); "
+                    "the wheels need no LD_LIBRARY_PATH.")
+        elif problems:
             lib, path, how = problems[0]
             wheel = wheels[lib]
             yield finding(
