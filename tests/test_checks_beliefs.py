@@ -362,3 +362,18 @@ def test_an_older_cuda_12_on_ld_library_path_breaks_torchs_nvjitlink() -> None:
     f = only(facts, "framework.libs_shadowed")
     assert f.severity == "warn"
     assert "nvJitLink" in f.detail and "/usr/local/cuda-12.1/lib64" in f.title
+
+
+def test_a_pasted_version_mismatch_line_is_judged_from_a_report() -> None:
+    text = (DATA / "vllm-12189-8x-a100-torch2.4.0-cu121.txt").read_text()
+    pasted = "Failed to initialize NVML: Driver/library version mismatch\n" + "\n".join(
+        "Nvidia driver version: Could not collect" if line.startswith("Nvidia driver version") else line
+        for line in text.splitlines())
+    report = diagnose(parse(pasted))
+    assert worst(report.findings, "driver.module_userspace_mismatch") == "fail"
+
+
+def test_a_pasted_no_kernel_image_error_is_evidence() -> None:
+    text = (DATA / "vllm-12189-8x-a100-torch2.4.0-cu121.txt").read_text()
+    facts = parse("RuntimeError: CUDA error: no kernel image is available for execution on the device\n" + text)
+    assert any("no kernel image" in t for t in beliefs.of(facts).texts)
