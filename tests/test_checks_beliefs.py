@@ -377,3 +377,13 @@ def test_a_pasted_no_kernel_image_error_is_evidence() -> None:
     text = (DATA / "vllm-12189-8x-a100-torch2.4.0-cu121.txt").read_text()
     facts = parse("RuntimeError: CUDA error: no kernel image is available for execution on the device\n" + text)
     assert any("no kernel image" in t for t in beliefs.of(facts).texts)
+
+
+def test_jax_release_below_its_minimum_cudnn_fails() -> None:
+    # jax 0.12.0.1's CUDA 12 plugin requires nvidia-cudnn-cu12 >= 9.10 (compat/jax.toml, from PyPI metadata)
+    env = PythonEnv("/venv/bin/python", "3.12.3", packages=[
+        PyPackage("jax", "0.12.0.1", cuda="12", cpu_only=False), PyPackage("jax-cuda12-plugin", "0.12.0.1"),
+        PyPackage("nvidia-cudnn-cu12", "9.1.0.70")])
+    f = only(make_facts(python_envs=[env]), "cudnn.version_mismatch")
+    assert f.severity == "fail"
+    assert "≥ 9.10" in f.title
