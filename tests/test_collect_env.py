@@ -127,6 +127,8 @@ FACTS = {
     "vllm-21028-vllm-format-rtx5090-torch2.7.0-cu128.txt": dict(
         os=("ubuntu", "22.04"), driver="570.124.06", gpus=["NVIDIA GeForce RTX 5090"], nvcc="12.8.93",
         python="3.11.11", torch=("2.7.0+cu128", "12.8", False)),
+    "pytorch-74733-centos7-found-no-driver-torch1.7.0-cu110.txt": dict(
+        os=("centos", "7"), driver=None, gpus=[], torch=("1.7.0+cu110", "11.0", False), available=False),
 }
 
 
@@ -199,6 +201,9 @@ FINDINGS = {
                                                                       ("driver.too_old_for_cuda_runtime", "warn")]),
     "vllm-21028-vllm-format-rtx5090-torch2.7.0-cu128.txt": (0, [("driver.too_old_for_gpu", "ok"),
                                                                 ("framework.cuda_newer_than_driver", "ok")]),
+    # torch's own "Found no NVIDIA driver on your system" is evidence of absence
+    "pytorch-74733-centos7-found-no-driver-torch1.7.0-cu110.txt": (1, [("driver.missing", "fail"),
+                                                                       ("framework.cuda_unavailable", "warn")]),
 }
 
 
