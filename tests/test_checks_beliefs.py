@@ -53,7 +53,7 @@ def test_torch_saying_found_no_driver_is_explicit_evidence_of_no_driver() -> Non
     facts = parse(report_text.replace("Is CUDA available: False", "Is CUDA available: False"))
     b = beliefs.of(facts)
     assert b.userspace_installed.no
-    assert "found no nvidia driver" in b.userspace_installed.why
+    assert "Found no NVIDIA driver" in b.userspace_installed.why
 
 
 # --- "installed" knows every distribution ---------------------------------------------------------------
