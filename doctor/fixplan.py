@@ -602,7 +602,7 @@ class _Planner:
         return TorchNeeds(ccs=ccs, driver=drv, segment=segment, python=_py(env.version) if env else None,
                           platform=platform(facts, m), want=want, prefer=prefer,
                           forward_compat=not self.opts.python_only, compat_packages=compat,
-                          windows_driver=bool(facts.host.wsl))
+                          windows_driver=_windows_driver(facts))
 
     def _tf_or_jax(self, family: str, exe: str, items: list[tuple[int, Finding, it.ReinstallFramework]]) -> None:
         facts, m = self.facts, self.m
@@ -655,6 +655,13 @@ class _Planner:
                                       done_when=[f"jax=={jax.version}", f"jax-cuda{major}-plugin"],
                                       cuda=f"{major}.0")],
                           _verify(who), root=False, findings=[n for n, _f in who]))
+
+
+def _windows_driver(facts: Facts) -> bool:
+    """The driver is a Windows one (WSL2, native Windows): NVIDIA's Windows minimums apply."""
+    from doctor.beliefs import windows_driver
+
+    return windows_driver(facts)
 
 
 def _cc(g: Any, m: Matrix) -> str | None:
