@@ -156,3 +156,13 @@ def test_a_hostile_kernel_from_the_snapshot_is_refused_in_the_fix_script() -> No
     script = render_script(plan, apt, pip, "test", "test")
     assert_no_option_injection(script, "-k")
     assert "refused: '-k' is not a kernel release (uname -r), so it is not passed to dkms -k" in script
+
+
+def test_a_conda_spec_with_a_version_that_is_not_one_is_refused() -> None:
+    plan = plan_with("/venv/bin/python", "ubuntu", "22.04")
+    lines = conda.render(PipInstall("/venv/bin/python", ["tensorflow[and-cuda]==2.21.0"],
+                                    conda=["tensorflow=--override-channels=*cuda*"]), plan)
+    assert lines is not None and all(line.startswith(("# REFUSED", "say ")) for line in lines)
+    good = conda.render(PipInstall("/venv/bin/python", ["x"], conda=["tensorflow=2.21.0=*cuda*"], cuda="12.5"), plan)
+    assert good is not None and any("--override-channels -- cuda-version=12.5 'tensorflow=2.21.0=*cuda*'" in line
+                                    for line in good)

@@ -10,12 +10,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePosixPath
 
 from doctor.fixplan import Action, FixPlan, PipInstall, ReinstallTorch
 from doctor.matrix import major_minor
 from doctor.render.fixscript import comment, q, say
-from doctor.render.values import fits
+from doctor.render.values import fits, refused
+
+_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(=[0-9][A-Za-z0-9_.*+!\-]*(=[A-Za-z0-9_.*+\-]+)?)?")
 
 ROOT = False
 
@@ -74,6 +77,9 @@ def render(action: Action, plan: FixPlan) -> list[str] | None:
     want = specs(action)
     if not want:
         return None
+    bad = [s for s in want if not _SPEC.fullmatch(s)]
+    if bad:  # a version from the snapshot that is not a version: never handed to conda
+        return [line for s in bad for line in refused("version", s, "conda install")]
     main = want[-1].split("=")
     name, version = main[0], main[1] if len(main) > 1 else ""
     return [f"if conda_has {q(name)} {q(' ' + version)}; then",
