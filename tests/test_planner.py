@@ -232,3 +232,45 @@ def test_every_recommendation_meets_every_constraint(gpu: dict, driver: str, pyt
         assert str(d[0]) in fc["driver_branches"] and gpu.get("segment") in CUDA["forward_compat_policy"]["segments"]
     else:
         assert (native and d >= native) or (floor and d >= floor)
+
+
+def _meets(gpu: dict, driver: str, python: str, version: str, cuda: str, rule_compat: str | None) -> None:
+    """The build ``version`` cu``cuda`` meets every constraint of (gpu, driver, python), read from the TOML."""
+    row = next(r for r in TORCH if r["version"] == version)
+    var = next(v for v in row["variant"] if v["cuda"] == cuda)
+    assert Version(python) in SpecifierSet(row.get("python_wheels") or row["python"])
+    cc = vtuple(gpu["compute_capability"])
+    sass = [vtuple(s) for s in var["arch_list"]]
+    assert any(s[:1] == cc[:1] and s <= cc for s in sass) or (var.get("ptx") and vtuple(var["ptx"]) <= cc)
+    d = vtuple(driver)
+    arch = _arch(gpu)
+    if arch.get("first_driver"):
+        assert d >= vtuple(arch["first_driver"])[: len(d)]
+    if rule_compat:
+        fc = next(r for r in CUDA["forward_compat"] if r["package"] == rule_compat)
+        assert str(d[0]) in fc["driver_branches"] and gpu.get("segment") in CUDA["forward_compat_policy"]["segments"]
+    else:
+        native, floor = _native_min(var["cuda"]), _floor(var["cuda"])
+        assert (native and d >= native[: len(d)]) or (floor and d >= floor[: len(d)])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gpu=st.sampled_from(GPU_ROWS), driver=st.sampled_from(DRIVERS), python=st.sampled_from(PYTHONS[1:]),
+       arch=st.sampled_from(["x86_64", "x86_64", "aarch64"]))
+def test_every_planned_torch_build_meets_every_constraint(gpu: dict, driver: str, python: str, arch: str) -> None:
+    """The same property through the whole pipeline: facts → checks → intents → plan (a CPU build to replace)."""
+    card = replace(H100, name=gpu["name"], compute_capability=gpu["compute_capability"])
+    env = PythonEnv(executable="/venv/bin/python", version=f"{python}.1", origin="VIRTUAL_ENV",
+                    packages=[PyPackage("torch", "2.5.1+cpu", cpu_only=True)])
+    facts = make_facts(gpus=[card], driver__kernel_module=driver, driver__userspace=driver, toolkits=[],
+                       python_envs=[env], host__arch=arch)
+    plan = plan_of(facts)
+    torches = [a for a in plan.actions() if isinstance(a, ReinstallTorch)]
+    if arch != "x86_64":
+        assert not torches  # the matrix describes no aarch64 wheels: never a guess
+        return
+    drivers = [a for a in plan.actions() if isinstance(a, InstallDriver)]
+    planned = f"{drivers[0].branch}" if drivers else driver  # a planned branch: any release of it
+    compat = [a.package for a in plan.actions() if isinstance(a, InstallCudaCompat)]
+    for t in torches:
+        _meets(gpu, planned, python, t.version, t.cuda, compat[0] if compat and not drivers else None)
