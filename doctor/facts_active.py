@@ -525,7 +525,8 @@ def driver_test(results: dict[str, Any], doctor_version: str | None = None) -> D
     glob = results.get("global") if isinstance(results.get("global"), dict) else {}
     last = results.get("last_step") if isinstance(results.get("last_step"), dict) else {}
     mode = results.get("mode") if results.get("mode") in ("smoke", "oom") else "smoke"
-    gpus = [{**g, "errors": _errors(g.get("errors"))} for g in results.get("gpus") or [] if isinstance(g, dict)]
+    listed = results.get("gpus") if isinstance(results.get("gpus"), list) else []
+    gpus = [{**g, "errors": _errors(g.get("errors"))} for g in listed if isinstance(g, dict)]
     data = {**{k: v for k, v in glob.items() if k != "multi_gpu"}, "mode": mode,
             "errors": _errors(results.get("errors")), "gpus": gpus,
             "multi_gpu": _multi(glob.get("multi_gpu")), "done": results.get("done"), "force": results.get("force"),

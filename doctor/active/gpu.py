@@ -72,19 +72,24 @@ def _events(mode: str, options: Options, matrix: Any) -> Iterator[Event]:
     for ev in child_events(argv, child_env(options), options.timeout):
         kind = ev.get("event")
         g = ev.get("gpu")
+        if not (g is None or (isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1 << 16)):
+            continue  # a GPU number is a small int: anything else is not an event of ours
         if kind == "step":
             results["last_step"] = {"gpu": g, "step": ev.get("step")}
             if g is not None:
                 gpu(g)["last_step"] = ev.get("step")
             yield Progress(ev.get("fraction"), ev.get("step", ""), g)
         elif kind == "fact":
-            data = ev.get("data") or {}
+            data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
             (results["global"] if g is None else gpu(g)).update(data)
-            line = _measurement_line(g, data)
+            try:
+                line = _measurement_line(g, data)
+            except (TypeError, ValueError):  # a value of the wrong type: no live line; the facts read it as unknown
+                line = None
             if line:
                 yield Log(line)
         elif kind == "error":
-            entry = {"step": ev.get("step"), "error": ev.get("error") or {}}
+            entry = {"step": ev.get("step"), "error": ev.get("error") if isinstance(ev.get("error"), dict) else {}}
             (results["errors"] if g is None else gpu(g)["errors"]).append(entry)
             err = entry["error"]
             yield Log(f"{'GPU ' + str(g) + ': ' if g is not None else ''}{err.get('call')}: {err.get('name')}")
