@@ -126,7 +126,6 @@ def _chain(*tests: Any) -> Any:
     called with the results so far and returns the test (a later test that depends on an earlier one)."""
     from doctor.active.events import Outcome
     from doctor.active.gpu import status_of
-
     from doctor.facts_active import ActiveFacts
 
     findings: list[Any] = []
