@@ -125,9 +125,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     if args.list_checks:
         for c in REGISTRY:
-            print(f"{c.id:<34} {c.area:<20} {c.summary}")
-            if c.codes != (c.id,):
-                print(f"{'':<34} codes: {', '.join(c.codes)}")
+            codes = f" Codes: {', '.join(c.codes)}." if c.codes != (c.id,) else ""
+            print(f"{c.id:<34} {c.area:<20} {c.summary}{codes}")
         return EXIT_OK
     selected = None
     if args.checks:
