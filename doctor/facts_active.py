@@ -614,3 +614,30 @@ def measurements(active: ActiveFacts | None) -> dict[str, tuple[str | None, floa
 def measure_key(label: str) -> str:
     """"GPU 0 device_gbs" → "device_gbs"."""
     return label.rsplit(" ", 1)[-1]
+
+
+# Two measurements of the same rate within this fraction of each other are the same (run-to-run noise of a
+# healthy GPU is a few percent); beyond it `diff` shows the change, slower or faster.
+DIFF_TOLERANCE = 0.1
+
+
+def rate_changes(a: ActiveFacts | None, b: ActiveFacts | None) -> list[tuple[str, str | None, str | None]]:
+    """(what, before, after) for every rate both snapshots measured that differs by more than
+    :data:`DIFF_TOLERANCE`, and for a rate only one of them measured: `diff` shows a node that got slower."""
+    before, after = measurements(a), measurements(b)
+    if not before or not after:
+        return []  # one side ran no active test: nothing to compare, not a change
+    out: list[tuple[str, str | None, str | None]] = []
+    for label in dict.fromkeys([*before, *after]):
+        what, unit = MEASURES.get(measure_key(label), (measure_key(label), ""))
+        name = f"{label.rsplit(' ', 1)[0]} {what}"
+        x, y = before.get(label), after.get(label)
+        if x is None or y is None:
+            out.append((name, None if x is None else f"{x[1]:,.1f} {unit}",
+                        None if y is None else f"{y[1]:,.1f} {unit}"))
+            continue
+        change = y[1] / x[1] - 1 if x[1] else 0.0
+        if abs(change) > DIFF_TOLERANCE:
+            out.append((name, f"{x[1]:,.1f} {unit}",
+                        f"{y[1]:,.1f} {unit} ({abs(change):.0%} {'slower' if change < 0 else 'faster'})"))
+    return out

@@ -245,3 +245,38 @@ def test_merging_keeps_earlier_tests_and_replaces_a_rerun() -> None:
     assert merged.smoke is not None and merged.smoke.gpus[0].fp32_tflops == 12.0 and merged.oom is not None
     assert replace(first, oom=None).merged(None) == first
     assert NvmlReading().processes is None  # unknown, not "no process"
+
+
+# --- fleet and diff ----------------------------------------------------------------------------------------
+
+
+def _node_facts(device_gbs: float, fp32: float = 19.0) -> Facts:
+    g = ActiveGpu(0, name=A100, device_gbs=device_gbs, fp32_tflops=fp32, h2d_gbs=25.0,
+                  nvml_before=NvmlReading(name=A100))
+    return Facts(collected_at="2026-11-23T10:00:00Z",
+                 active=ActiveFacts(smoke=DriverTest(mode="smoke", gpus=[g], done=True)))
+
+
+def test_fleet_names_the_node_whose_gpu_measured_far_below_its_peers() -> None:
+    from doctor.fleet import aggregate, read_node
+
+    texts = {f"node{i}": json.dumps(diagnose(_node_facts(bw)).to_dict(), indent=2)
+             for i, bw in enumerate([1450.0, 1440.0, 1460.0, 700.0])}
+    texts["node4"] = _node_facts(1455.0).to_json()  # a facts snapshot, diagnosed on the spot
+    nodes = [read_node(text, name, f"{name}.json") for name, text in texts.items()]
+    assert all(n.rates for n in nodes)
+    fleet = aggregate(nodes)
+    slow = [o for o in fleet.outliers if o.kind == "gpu-slow"]
+    assert [(o.nodes, o.title) for o in slow] == [(("node3",), f"GPU 0 ({A100}): device memory bandwidth 700.0 GB/s, "
+                                                   "48% of the fleet's median 1,450.0 GB/s (5 measurements)")]
+    assert fleet.status == "warn"
+    assert json.loads(json.dumps(fleet.to_dict()))["nodes"][3]["rates"][0]["label"] == "GPU 0 h2d_gbs"
+
+
+def test_diff_shows_a_node_that_got_slower() -> None:
+    from doctor.diff import diff_facts
+
+    changes = [c for c in diff_facts(_node_facts(1450.0), _node_facts(700.0, fp32=18.5)) if c.area == "Active tests"]
+    assert [(c.what, c.kind, c.before, c.after) for c in changes] == [
+        ("GPU 0 device memory bandwidth", "changed", "1,450.0 GB/s", "700.0 GB/s (52% slower)")]
+    assert not [c for c in diff_facts(_node_facts(1450.0), Facts()) if c.area == "Active tests"]
