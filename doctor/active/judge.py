@@ -40,6 +40,12 @@ _XID = FixStep(["sh", "-c", "dmesg | grep -iE 'NVRM|Xid' | tail -n 20"], root=Tr
                note="the driver's kernel log says why")
 
 
+def _spec_source(row: Any) -> str | None:
+    """Where a GPU's peak figures were read (compat/gpus.toml `spec_source`, else the row's sources)."""
+    row = row or {}
+    return row.get("spec_source") or row.get("source2") or row.get("source")
+
+
 def label(g: dict[str, Any]) -> str:
     name = (g.get("nvml_before") or {}).get("name") or g.get("name")
     return f"GPU {g['ordinal']} ({name})" if name else f"GPU {g['ordinal']}"
@@ -205,7 +211,7 @@ def performance(g: dict[str, Any], matrix: Any) -> list[Finding]:
         out.append(_rate(who, "device memory bandwidth (copy kernel)", g["device_gbs"], "GB/s", spec,
                          "NVIDIA's published peak" if spec else None, "memory",
                          [Evidence("smoke.device_gbs", round(g["device_gbs"], 1), "smoke:copy_v4 (read + write)"),
-                          *([Evidence("spec.memory_bandwidth_gbs", spec, row.get("source2") or row.get("source"))]
+                          *([Evidence("spec.memory_bandwidth_gbs", spec, _spec_source(row))]
                             if spec else [])],
                          _load_causes(g)))
     if g.get("fp32_tflops") is not None:
@@ -213,7 +219,7 @@ def performance(g: dict[str, Any], matrix: Any) -> list[Finding]:
         out.append(_rate(who, "FP32 throughput (FMA kernel)", g["fp32_tflops"], "TFLOP/s", spec,
                          "NVIDIA's published peak" if spec else None, "fp32",
                          [Evidence("smoke.fp32_tflops", round(g["fp32_tflops"], 2), "smoke:fma_loop"),
-                          *([Evidence("spec.fp32_tflops", spec, row.get("source2") or row.get("source"))]
+                          *([Evidence("spec.fp32_tflops", spec, _spec_source(row))]
                             if spec else [])],
                          _load_causes(g)))
     return out
@@ -494,7 +500,7 @@ def tensor_core_findings(who: str, gpu_name: str | None, rates: dict[str, Any] |
                           f"(compat/gpus.toml `{dtype}_tflops`), so the figure is shown as is: compare it with the "
                           "dense (not sparse) figure of the GPU's datasheet.", ev, area=area))
             continue
-        ev.append(Evidence(f"spec.{dtype}_tflops", peak, (row or {}).get("source2") or (row or {}).get("source")))
+        ev.append(Evidence(f"spec.{dtype}_tflops", peak, _spec_source(row)))
         ratio = value / peak
         title = f"{who}: {what} {_num(value, 'TFLOP/s')}, {ratio:.0%} of the tensor-core peak ({_num(peak, 'TFLOP/s')})"
         if ratio >= TENSOR_MIN_RATIO:
