@@ -280,3 +280,21 @@ def test_diff_shows_a_node_that_got_slower() -> None:
     assert [(c.what, c.kind, c.before, c.after) for c in changes] == [
         ("GPU 0 device memory bandwidth", "changed", "1,450.0 GB/s", "700.0 GB/s (52% slower)")]
     assert not [c for c in diff_facts(_node_facts(1450.0), Facts()) if c.area == "Active tests"]
+
+
+def test_cli_snapshot_smoke_and_oom_record_both_tests(fake_driver: Path, tmp_path: Path) -> None:
+    snap = tmp_path / "snap.json"
+    env = env_for(fake_driver, FAKE_CUDA_MEM_MIB=2048, FAKE_CUDA_MAX_BLOCK_MIB=1024)
+    made = subprocess.run([str(GPU_DOCTOR), "snapshot", "--smoke", "--oom", "-o", str(snap)], capture_output=True,
+                          text=True, env=env, timeout=180, check=False)
+    assert made.returncode == 0, made.stderr
+    active = json.loads(snap.read_text())["active"]
+    assert active["recorded_at"] and active["smoke"]["gpus"][0]["saxpy"]["wrong"] == 0
+    assert active["oom"]["gpus"][0]["largest_block"] == 1024 * MIB
+    report = subprocess.run([str(GPU_DOCTOR), "check", "--facts", str(snap), "--json"], capture_output=True,
+                            text=True, env=env, timeout=120, check=False)
+    checks = {c["id"]: c["status"] for c in json.loads(report.stdout)["checks"] if c["id"].startswith("active.")}
+    assert (checks["active.smoke"], checks["active.oom"]) == ("ok", "warn")  # one block: half the memory
+    usage = subprocess.run([str(GPU_DOCTOR), "snapshot", "--smoke", "--root", str(tmp_path)], capture_output=True,
+                           text=True, env=env, timeout=120, check=False)
+    assert usage.returncode == 2 and "not with --root" in usage.stderr
