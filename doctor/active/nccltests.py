@@ -184,7 +184,7 @@ def _outcome(rec: dict[str, Any], mg: dict[str, Any] | None = None) -> Outcome:
     active = ActiveFacts(smoke=smoke, nccl_tests=coerce(NcclTests, rec))
     out = outcome(active, {"nccl_tests": rec}, summary)
     # Only the nccl-tests part is new: the smoke test's facts were recorded (and judged) by the smoke test.
-    findings = [f for f in out.findings if f.area == AREA]
+    findings = [f for f in out.findings if f.check == "active.nccl_tests"]
     return Outcome(out.status, out.summary, findings, out.results, ActiveFacts(nccl_tests=active.nccl_tests))
 
 

@@ -37,6 +37,17 @@ def _plain(value: Any) -> Any:
     return dataclasses.asdict(value)
 
 
+def _in_area(check_func: Any) -> Any:
+    """Every finding of an active-test check in the area "Active tests" (the judges name the test they come
+    from, "Smoke test", "OOM probe", …, when called on their own)."""
+    def wrapped(facts: Facts, ctx: Context) -> list[Finding]:
+        return [dataclasses.replace(f, area=AREA) for f in check_func(facts, ctx)]
+
+    wrapped.__name__ = check_func.__name__
+    wrapped.__doc__ = check_func.__doc__
+    return wrapped
+
+
 RUN_CODES = ("gpu.hang", "gpu.test_crashed", "gpu.no_cuda_device", "gpu.cuda_error")
 
 
@@ -142,13 +153,15 @@ def nccl_tests(facts: Facts, ctx: Context) -> list[Finding]:
     return record_findings(_plain(active.nccl_tests), _plain(mg) if mg is not None else None)
 
 
-def _with_catalog(chk: Check, extra: tuple[str, ...]) -> Check:
-    """A check whose findings include what an error catalog maps a driver or framework error to."""
-    return dataclasses.replace(chk, codes=tuple(dict.fromkeys((*chk.codes, *extra))))
+def _with_catalog(chk: Check, extra: tuple[str, ...] = ()) -> Check:
+    """The registered form of a check: its findings in the area "Active tests", its codes with what an error
+    catalog maps a driver or framework error to."""
+    return dataclasses.replace(chk, func=_in_area(chk.func), codes=tuple(dict.fromkeys((*chk.codes, *extra))))
 
 
 _CATALOG = _catalog_codes()
 CHECKS: list[Check] = [
-    _with_catalog(smoke, _CATALOG), _with_catalog(oom, _CATALOG), multi_gpu, _with_catalog(frameworks, _CATALOG),
-    _with_catalog(torch, _CATALOG), gpu_burn, dcgm, nccl_tests,
+    _with_catalog(smoke, _CATALOG), _with_catalog(oom, _CATALOG), _with_catalog(multi_gpu),
+    _with_catalog(frameworks, _CATALOG), _with_catalog(torch, _CATALOG), _with_catalog(gpu_burn), _with_catalog(dcgm),
+    _with_catalog(nccl_tests),
 ]
