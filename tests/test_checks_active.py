@@ -144,3 +144,19 @@ def test_nccl_tests_bus_bandwidth_is_judged_against_the_smoke_tests_links() -> N
                         nccl_tests=NcclTests(rows=[row], out_of_bounds=0, old_format=False, returncode=0))
     assert status == "warn"
     assert [f.code for f in found] == ["multigpu.nccl_bandwidth"]
+
+
+def test_an_incomplete_recorded_test_is_skipped_not_crashed() -> None:
+    from doctor.checks.active import CHECKS
+    from doctor.facts_active import DcgmMessage, DcgmTest, NcclTests, PeerCopy
+
+    partial = ActiveFacts(
+        smoke=DriverTest(mode="smoke", gpus=[ActiveGpu(0, saxpy=Verified(), h2d_gbs=5.0)],
+                         multi_gpu=MultiGpu(gpus=[0, 1], copies={"x": PeerCopy(gbs=3.0)})),
+        oom=DriverTest(mode="oom", gpus=[ActiveGpu(0, largest_block=5, total_allocatable=10, recovery=Verified())]),
+        dcgm=DcgmDiag(tests=[DcgmTest(messages=[DcgmMessage()])]), nccl_tests=NcclTests(rows=[NcclRow()]))
+    report = diagnose(make_facts(active=partial), checks=list(CHECKS))
+    statuses = {c.id: c.status for c in report.checks}
+    assert "crashed" not in statuses.values()
+    assert statuses["active.smoke"] == "skipped"
+    assert next(c.reason for c in report.checks if c.id == "active.smoke").startswith("the recorded test is incomplete")
