@@ -197,6 +197,7 @@ class DriverTest:
     mode: str  # smoke | oom
     source: str | None = None  # how it was measured
     doctor_version: str | None = None
+    driver_version: str | None = None  # nvmlSystemGetDriverVersion
     cuda_driver_version: int | None = None  # cuDriverGetVersion (12020 = CUDA 12.2)
     nvml_error: str | None = None
     missing_entry_points: list[str] = field(default_factory=list)

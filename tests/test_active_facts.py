@@ -82,6 +82,7 @@ def test_the_recorded_measurements_are_typed_facts_with_their_sources(two_slow_g
     test = active.smoke
     assert (test.mode, test.device_count, test.done, test.end and test.end.event) == ("smoke", 2, True, "exit")
     assert test.source and "libcuda" in test.source and test.doctor_version
+    assert (test.driver_version, test.cuda_driver_version) == ("550.54.15", 12040)  # the fakes' defaults
     g0 = test.gpus[0]
     assert (g0.name, g0.context_created, g0.saxpy and g0.saxpy.wrong) == (A100, True, 0)
     assert g0.device_gbs == pytest.approx(700, rel=1e-3)

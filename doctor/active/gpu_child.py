@@ -520,7 +520,7 @@ def main(argv: list[str]) -> int:
     test, nsteps = STEPS[opts.get("mode", "smoke")]
     emit("step", gpu=None, step="reading NVML", fraction=0.0)
     nvml = Nvml()
-    emit("fact", gpu=None, data={"nvml_error": nvml.error})
+    emit("fact", gpu=None, data={"nvml_error": nvml.error, "driver_version": nvml.driver_version()})
     emit("step", gpu=None, step="loading libcuda.so.1 and calling cuInit", fraction=0.0)
     try:
         drv = Driver()
