@@ -205,7 +205,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP])
 def test_the_test_child_dies_with_the_doctor(fake_driver: Path, sig: signal.Signals) -> None:
     """A kernel that never finishes holds the GPU's memory; killing the doctor must end the child too."""
     token = f"FAKE_ORPHAN_TOKEN={uuid.uuid4()}"
