@@ -449,7 +449,7 @@ class _Planner:
                               f"in /usr/local/cuda-{cuda})",
                               [InstallToolkit(cuda), Manual(f"Use it for builds: export PATH=/usr/local/cuda-{cuda}"
                                                             f"/bin:$PATH CUDA_HOME=/usr/local/cuda-{cuda}")],
-                              _verify(who) or ["gpu-doctor", "check", "toolkit.missing"],
+                              _verify(who) or ["gpu-doctor", "check"],
                               findings=[n for n, _f in who]))
         elif toolkits:
             for n, f, _i in toolkits:
@@ -566,8 +566,7 @@ class _Planner:
                           f"{pick['torch']} built for CUDA {cuda} (the driver runs it: {pick.get('rule')})",
                           [ReinstallTorch(exe, pick["torch"], cuda, index, replace_cpu=cpu,
                                           installed=pkg.version if pkg else None, companions=companions)],
-                          _verify(who) or ["gpu-doctor", "check", "framework.cpu_only_build",
-                                           "framework.arch_unsupported"], root=False,
+                          _verify(who) or ["gpu-doctor", "check"], root=False,
                           findings=[n for n, _f in who]))
 
     def _gpu_driver_blocker(self, drv: str | None) -> str | None:
