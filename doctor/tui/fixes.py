@@ -66,8 +66,8 @@ def _plan_formats(plan: FixPlan, scope: str) -> list[ScriptFormat]:
                                               f"{python} for Python ({where})."))
     first = _name(renderers(plan, "auto")[1])  # conda for a conda environment, else pip
     for fmt in sorted(("pip", "conda"), key=lambda f: f != first):
-        out.append(ScriptFormat(fmt, fmt, f"gpu-doctor fix --format {fmt}, for {scope}: the Python steps only; "
-                                          "the others are listed, not run."))
+        out.append(ScriptFormat(fmt, fmt, f"gpu-doctor fix --format {fmt}, for {scope}: what the Python "
+                                          "environment alone can do; what needs the system is named, not run."))
     return out
 
 
