@@ -182,18 +182,21 @@ def python_ok(row: Row, python: str | None) -> bool:
         return False
 
 
-def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, python: str | None,
+def plan(m: Matrix, gpu: str | list[str] | None, driver: str | None, want: str | None, python: str | None,
          explain: bool = True, platform: str = "linux-x86_64") -> dict[str, Any]:
-    """The newest torch build that fits every constraint, or which constraint makes it impossible."""
-    cc = None
-    segment = None
-    if gpu:
-        row = m.gpu(gpu)
+    """The newest torch build that fits every constraint — every GPU named — or which constraint makes it
+    impossible."""
+    names = [gpu] if isinstance(gpu, str) else list(gpu or [])
+    ccs: list[str] = []
+    segments: list[str | None] = []
+    drv = _full_driver(m, driver) if driver and vtuple(driver) and vtuple(driver)[0] >= 100 else None
+    for name in names:
+        row = m.gpu(name)
         if row is None:
-            raise QueryError(f"unknown GPU {gpu!r} (not in compat/gpus.toml)")
-        cc, segment = row["compute_capability"], row.get("segment")
+            raise QueryError(f"unknown GPU {name!r} (not in compat/gpus.toml)")
+        ccs.append(row["compute_capability"])
+        segments.append(row.get("segment"))
         arch = m.architecture(row.get("architecture")) or {}
-        drv = _full_driver(m, driver) if driver and vtuple(driver) and vtuple(driver)[0] >= 100 else None
         first = arch.get("first_driver")
         if drv and first and vtuple(drv) < vtuple(first):
             return {"possible": False, "why": f"{row['name']} ({arch['name']}) needs driver ≥ {first}, "
@@ -202,7 +205,10 @@ def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, pytho
         if drv and last and vtuple(drv)[:1] > vtuple(str(last))[:1]:
             return {"possible": False, "why": f"driver branch {vtuple(drv)[0]} no longer supports {arch['name']} "
                     f"GPUs (last: R{last}): install the R{last} branch"}
-    return pick_torch(m, TorchNeeds(ccs=(cc,) if cc else (), driver=driver, segment=segment, python=python,
+    # Forward compatibility needs every GPU on a segment it supports: the least eligible one decides.
+    segment = None if (not segments or None in segments) else (
+        "consumer" if "consumer" in segments else "workstation" if "workstation" in segments else segments[0])
+    return pick_torch(m, TorchNeeds(ccs=tuple(dict.fromkeys(ccs)), driver=driver, segment=segment, python=python,
                                     platform=platform, want=want), explain=explain)
 
 
@@ -317,7 +323,9 @@ def _why(m: Matrix, blocked: dict[str, list[str]], needs: TorchNeeds, drv: str |
             parts.append(f"or relax the version: torch {older['torch']} cu{older['cuda'].replace('.', '')} runs on it")
     if blocked["gpu"] and not blocked["driver"]:  # builds with kernels exist in range when the driver blocks them
         sms = ", ".join(f"sm_{cc.replace('.', '')}" for cc in needs.ccs)
-        parts.append(f"no build in range has kernels for {sms} (e.g. {blocked['gpu'][0]}): take a newer torch")
+        parts.append(f"no build in range has kernels for {sms} (e.g. {blocked['gpu'][0]}): take a newer torch"
+                     if len(needs.ccs) < 2 else f"no build in range has kernels for every GPU here ({sms}; e.g. "
+                     f"{blocked['gpu'][0]}): no single torch build runs on all of them")
     if blocked["python"]:
         parts.append(f"your Python {needs.python} has no wheels (Requires-Python, RELEASE.md) for "
                      f"{', '.join(blocked['python'][:3])}")

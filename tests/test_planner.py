@@ -104,6 +104,13 @@ def test_python_3_8_never_gets_a_release_without_cp38_wheels() -> None:
     assert p["possible"] is False and "2.5.1" in p["why"]
 
 
+def test_every_gpu_of_a_mixed_machine_constrains_the_build() -> None:
+    p = queries.plan(M, ["Tesla V100-SXM2-16GB", "NVIDIA GeForce RTX 5090"], "575.57.08", None, "3.11")
+    assert (p["possible"], p["torch"], p["cuda"]) == (True, "2.10.0", "12.8")  # sm_70 and sm_120 in one build
+    p = queries.plan(M, ["Tesla P100-PCIE-16GB", "NVIDIA GeForce RTX 5090"], "575.57.08", None, "3.11")
+    assert p["possible"] is False and "no single torch build runs on all of them" in p["why"]
+
+
 def test_the_headline_rtx5090_finding_fix_is_the_plans_build() -> None:
     run = [sys.executable, "-m", "doctor"]
     snap = str(EXAMPLES / "rtx5090-cu124-torch.json")

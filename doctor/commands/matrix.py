@@ -15,7 +15,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.description = ("Pick the newest PyTorch build (version, CUDA variant, index URL, cuDNN) that runs on this "
                          "GPU and driver and satisfies --want, or explain which constraint makes it impossible and "
                          "what to relax. Offline. Exit 1 when nothing fits.")
-        p.add_argument("--gpu", metavar="NAME", help='GPU name as nvidia-smi prints it (e.g. "H100 80GB HBM3")')
+        p.add_argument("--gpu", metavar="NAME", action="append",
+                       help='GPU name as nvidia-smi prints it (e.g. "H100 80GB HBM3"); repeat it for a machine with '
+                            "several kinds: the build must run on every one")
         p.add_argument("--driver", metavar="VERSION", help="installed driver (535 or 535.104.05)")
         p.add_argument("--want", metavar="SPEC", help="e.g. 'torch>=2.4'")
         p.add_argument("--python", metavar="X.Y", help="the Python version the environment uses")
