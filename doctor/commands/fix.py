@@ -129,7 +129,8 @@ def cmd_fix(args: argparse.Namespace) -> int:
     system, python = renderers(plan, args.format)
     label = args.format if args.format != "auto" else "+".join(
         m.__name__.rsplit(".", 1)[-1] for m in (system, python) if m is not None)
-    _write(args, render_script(plan, system, python, label, __version__), executable=True)
+    _write(args, render_script(plan, system, python, label, __version__,
+                               python_only=args.format in PYTHON_FORMATS), executable=True)
     return EXIT_OK
 
 

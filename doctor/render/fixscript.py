@@ -138,10 +138,11 @@ say "gpu-doctor fix: done. Then run: gpu-doctor check"
 
 
 def render_script(plan: FixPlan, system: ModuleType | None, python: ModuleType | None, fmt: str,
-                  version: str) -> str:
-    """The whole script: header, skeleton, guards, one function per step, the epilogue."""
+                  version: str, python_only: bool = False) -> str:
+    """The whole script: header, skeleton, guards, one function per step, the epilogue. ``python_only``
+    (`fix --format pip|conda`): only the steps a Python environment can do."""
     renderers = [r for r in (system, python) if r is not None]
-    if system is None:
+    if python_only:
         # A Python-only script (pip, conda): the steps a Python environment can do; the others are named in the
         # header for `gpu-doctor fix` to do, never half-rendered.
         left = [s for s in plan.steps if not s.python_only]
@@ -223,8 +224,9 @@ def _render_step(n: int, step: PlanStep, plan: FixPlan, renderers: list[ModuleTy
                 root |= getattr(r, "ROOT", False)
                 break
         else:
-            lines.append(f"# not done by this format: {comment(step.why)}; run `gpu-doctor fix --format auto` for it")
-            lines.append(say(f"skipped (another format does it): {step.why}"))
+            lines.append(f"# not automated for this system (no package manager of it is rendered): "
+                         f"{comment(step.why)} — do it by hand")
+            lines.append(say(f"skipped (not automated here): {step.why}"))
     if step.verify:
         lines.append(say("verify: " + shlex.join(step.verify)))
     return lines, root

@@ -89,7 +89,7 @@ def fix_script(report: Report, findings: list[Finding], fmt: str = "apt") -> str
         system, python = renderers(plan, fmt)
     except UsageError as exc:  # apt or dnf for a distribution it does not render
         raise ValueError(str(exc)) from None
-    return render_script(plan, system, python, fmt, __version__)
+    return render_script(plan, system, python, fmt, __version__, python_only=fmt in PYTHON_FORMATS)
 
 
 def script_file_name(findings: list[Finding], fmt: str = "apt") -> str:
