@@ -72,15 +72,46 @@ def add_probe_options(p: argparse.ArgumentParser) -> None:
 def host_from_args(args: argparse.Namespace) -> Any:
     from doctor.host import Host
 
-    root = Path(args.root) if args.root else Path("/")
-    if args.root and not root.is_dir():
+    if args.root is not None and not args.root.strip():
+        raise UsageError("--root: empty path (leave --root out to inspect this machine)")
+    root = Path(args.root) if args.root is not None else Path("/")
+    if args.root is not None and not root.is_dir():
         raise UsageError(f"--root {args.root}: not a directory")
-    host = Host(root=root.resolve() if args.root else root, timeout=args.timeout)
-    for p in args.python:
-        real = host.path(p)
-        if not real.exists():
-            raise UsageError(f"--python {p}: no such interpreter or environment")
+    host = Host(root=root.resolve() if args.root is not None else root, timeout=args.timeout)
+    args.python = [checked_python(host, p) for p in args.python]
     return host
+
+
+def checked_python(host: Any, given: str) -> str:
+    """A --python argument as an absolute path to an interpreter or environment, or a one-line usage error.
+
+    Stored absolute because it is written into facts and fix scripts that are read from other directories.
+    """
+    import os
+
+    from doctor.probes.pyenvs import interpreter_of
+
+    if not given.strip():
+        raise UsageError("--python: empty path")
+    if not os.path.isabs(given):
+        if not host.live:
+            raise UsageError(f"--python {given}: with --root, give the absolute path inside the root")
+        given = os.path.abspath(given)
+    real = host.path(given)
+    if not real.exists():
+        raise UsageError(f"--python {given}: not found")
+    exe = interpreter_of(host, given)
+    if real.is_dir() and not host.path(exe).exists():
+        raise UsageError(f"--python {given}: a directory but not a Python environment (no bin/python3, bin/python "
+                         "or python.exe in it)")
+    if not host.path(exe).is_file() or not os.access(host.path(exe), os.X_OK):
+        raise UsageError(f"--python {given}: exists but is not a Python interpreter (not an executable file)")
+    if host.live:
+        result = host.run([exe, "-c", "import sys; print('python', *sys.version_info[:2])"])
+        if not (result.ok and result.stdout.startswith("python ")):
+            why = "it does not answer as Python" if result.ok else (result.error or f"exit {result.returncode}")
+            raise UsageError(f"--python {given}: exists but is not a Python interpreter ({why})")
+    return given
 
 
 def collect_from_args(args: argparse.Namespace) -> Any:

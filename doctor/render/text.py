@@ -7,6 +7,7 @@ import sys
 from typing import TextIO
 
 from doctor.engine import Report
+from doctor.facts import Facts
 from doctor.findings import AREAS, Finding
 
 MARKS = {"ok": "✓", "info": "·", "warn": "!", "fail": "✗"}
@@ -37,7 +38,23 @@ def header(report: Report) -> str:
     gpu = f"{len(gpus)} GPU(s) visible" if gpus else (
         f"{f.host.pci_nvidia_gpus} NVIDIA GPU(s) on PCI" if f.host.pci_nvidia_gpus else "no GPU visible")
     matrix = f"; {report.matrix}" if report.matrix else ""
-    return f"gpu-doctor — {host or 'unknown host'}\n{drv}; {cuda}; {gpu}{matrix}"
+    lines = [f"gpu-doctor — {host or 'unknown host'}", f"{drv}; {cuda}; {gpu}{matrix}"]
+    if report.mode != "static" or f.python_envs:
+        lines.append(python_line(f))
+    return "\n".join(lines)
+
+
+WHY_THIS_PYTHON = {"--python": "given with --python", "VIRTUAL_ENV": "$VIRTUAL_ENV", "CONDA_PREFIX": "$CONDA_PREFIX",
+                   "PATH": "python3 on PATH", "collect_env": "from the collect_env report"}
+
+
+def python_line(facts: Facts) -> str:
+    """Which interpreter(s) were checked and why each one: the user's code may run in another."""
+    envs = [f"{e.executable} ({WHY_THIS_PYTHON.get(e.origin or '', e.origin or 'origin unknown')})"
+            for e in facts.python_envs]
+    line = "python: " + (", ".join(envs) if envs else "none checked")
+    skipped = [e.reason for e in facts.errors if e.probe == "python:own-environment"]
+    return line + "".join(f" · {s}" for s in skipped)
 
 
 def render(report: Report, verbose: bool = False, colour: bool | None = None, stream: TextIO | None = None) -> str:
