@@ -133,9 +133,29 @@ def load_facts_file(path: str) -> Any:
 
     text = read_input(path, "--facts")
     try:
-        return load_facts(text)
+        return facts_of_report(text) or load_facts(text)
     except FactsError as exc:
-        raise UsageError(f"--facts {path}: not a gpu-doctor facts snapshot: {exc}") from None
+        raise UsageError(f"--facts {path}: not a gpu-doctor facts snapshot or report: {exc}") from None
+
+
+def facts_of_report(text: str) -> Any:
+    """The facts inside a report (`check --json`), as `diff` and `fleet` read them; None when not a report."""
+    import json
+
+    from doctor.engine import REPORT_SCHEMA
+    from doctor.facts import FACTS_SCHEMA, Facts, FactsError
+
+    if f'"{REPORT_SCHEMA}"' not in text[:200]:
+        return None  # the report's schema key comes first: a snapshot is not parsed twice
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None  # load_facts says what is wrong with it
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        return None
+    if not isinstance(data.get("facts"), dict):
+        raise FactsError(f"a gpu-doctor report without its facts (a {FACTS_SCHEMA} object under \"facts\")")
+    return Facts.from_dict(data["facts"])
 
 
 def facts_from_collect_env(path: str) -> Any:
@@ -159,7 +179,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.checks:
         unknown = [c for c in args.checks if by_id(c) is None]
         if unknown:
-            raise UsageError(f"unknown check id {unknown[0]!r} (see `gpu-doctor check --list-checks`)")
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], [c.id for c in REGISTRY], n=1, cutoff=0.6)
+            hint = f": did you mean {close[0]!r}?" if close else ""
+            raise UsageError(f"unknown command or check id {unknown[0]!r}{hint} (commands: `gpu-doctor --help`; "
+                             "check ids: `gpu-doctor check --list-checks`)")
         selected = [by_id(c) for c in args.checks]
     if args.facts and args.collect_env:
         raise UsageError("--facts and --from-collect-env each name the machine to diagnose: give one")

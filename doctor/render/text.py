@@ -74,7 +74,10 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
             lines += [f"  - {c.id}: {c.reason}" for c in quiet]
             lines.append("")
         if report.facts.errors:
-            lines.append("What the probes could not learn")
+            from doctor.engine import collected_by_probes
+
+            lines.append("What the probes could not learn" if collected_by_probes(report.facts)
+                         else "What the report does not say")
             lines += [f"  - {e.probe}: {e.reason}" for e in report.facts.errors]
             lines.append("")
     lines.append(summary(report))
@@ -93,7 +96,8 @@ def _finding_lines(f: Finding, verbose: bool, colour: bool) -> list[str]:
             out += [f"        $ {s.shell()}" + (f"   # {s.note}" if s.note else "") for s in f.fix.steps]
     if verbose:
         out += [f"      evidence: {e.line()}" for e in f.evidence]
-        out.append(f"      code: {f.code}")
+        # A passing line names the check that passed, not the code it would fail with.
+        out.append(f"      code: {f.code}" if problem else f"      check: {f.check or f.code}")
     return out
 
 

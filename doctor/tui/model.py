@@ -133,9 +133,9 @@ def split_evidence(f: Finding) -> tuple[list[Evidence], list[Evidence]]:
 
 
 def value_text(value: object) -> str:
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in value.items())
-    return repr(value) if isinstance(value, str) or value is None else str(value)
+    from doctor.findings import value_text as words
+
+    return words(value)
 
 
 # --- GPUs ---------------------------------------------------------------------------------------
@@ -147,7 +147,8 @@ def memory_bar(used: int | None, total: int | None, width: int = 10) -> str:
     if used is None or not total:
         return "?"
     filled = max(0, min(width, round(width * used / total)))
-    return "█" * filled + "░" * (width - filled) + f" {used / 1024:.1f}/{total / 1024:.0f} GiB"
+    # The same precision on both sides: "11.1/11 GiB" read as more used than there is.
+    return "█" * filled + "░" * (width - filled) + f" {used / 1024:.1f}/{total / 1024:.1f} GiB"
 
 
 def _or_dash(value: object, unit: str = "") -> str:
@@ -235,7 +236,7 @@ def report_markdown(report: Report, title: str = "") -> str:
                 lines += [f"Fix: {f.fix.summary}", ""]
                 if f.fix.steps:
                     lines += ["```bash", *[s.shell() for s in f.fix.steps], "```", ""]
-            lines += [f"`{f.code}` · check `{f.check}`", ""]
+            lines += [f"`{f.code}` · check `{f.check}`" if f.check else f"`{f.code}`", ""]
         for f in area.passed:
             lines.append(f"- {MARKS[f.severity]} {_md(f.title)}")
         if area.passed:

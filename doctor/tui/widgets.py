@@ -196,7 +196,8 @@ def finding_text(f: Finding) -> Text:
             if extra:
                 text.append(f"   # {'; '.join(extra)}", style="dim")
         text.append("\n\npress f for the fix script", style="italic dim")
-    text.append(f"\n\ncode {f.code} · check {f.check}", style="dim")
+    ident = f"code {f.code} · check {f.check}" if f.severity in ("fail", "warn") else f"check {f.check or f.code}"
+    text.append(f"\n\n{ident}", style="dim")  # a passing line has no failure code to show
     return text
 
 
