@@ -145,3 +145,23 @@ def test_ctrl_c_once_running_is_exactly_one_line(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert (proc.returncode, err) == (130, "gpu-doctor: interrupted\n")
+
+
+def test_verbose_shows_what_deep_learned(tmp_path: Path, capsys) -> None:
+    from dataclasses import replace
+
+    from doctor.facts import DeepResult, PyPackage, PythonEnv, load_facts
+
+    facts = load_facts(EXAMPLE.read_text())
+    torch = PyPackage(name="torch", version="2.5.1+cu124", cuda="12.4", cpu_only=False,
+                      loaded_libraries=["/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9"],
+                      deep=DeepResult(is_available=False, device_count=0, cuda="12.4", cudnn="90100",
+                                      arch_list=["sm_50", "sm_90"]))
+    env = PythonEnv(executable="/venv/bin/python", version="3.11.9", origin="VIRTUAL_ENV", packages=[torch])
+    snap = tmp_path / "deep.json"
+    snap.write_text(replace(facts, python_envs=[env]).to_json())
+    main(["check", "--facts", str(snap), "-v"])
+    out = capsys.readouterr().out
+    assert "/venv/bin/python ($VIRTUAL_ENV): Python 3.11.9" in out
+    assert "--deep: is_available no, 0 device(s), arch list sm_50, sm_90, CUDA 12.4, cuDNN 90100" in out
+    assert "--deep: CUDA libraries mapped: /venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in out

@@ -68,6 +68,7 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
             lines += _finding_lines(fnd, verbose, colour)
         lines.append("")
     if verbose:
+        lines += environment_lines(report.facts)
         quiet = [c for c in report.checks if c.status in ("skipped", "not_applicable")]
         if quiet:
             lines.append("Not checked")
@@ -82,6 +83,41 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
             lines.append("")
     lines.append(summary(report))
     return "\n".join(lines) + "\n"
+
+
+def environment_lines(facts: Facts) -> list[str]:
+    """-v: each checked environment's GPU-relevant packages, and what --deep learned by importing them."""
+    from doctor.findings import value_text
+
+    if not facts.python_envs:
+        return []
+    out = ["Python environments"]
+    for env in facts.python_envs:
+        why = WHY_THIS_PYTHON.get(env.origin or "", env.origin or "origin unknown")
+        out.append(f"  {env.executable} ({why})" + (f": Python {env.version}" if env.version else ""))
+        if env.error:
+            out.append(f"    not readable: {env.error}")
+        for pkg in env.packages:
+            build = "CPU-only build" if pkg.cpu_only else (f"CUDA {pkg.cuda}" if pkg.cuda else "")
+            extra = [x for x in (build, pkg.cudnn and f"cuDNN {pkg.cudnn}") if x]
+            out.append(f"    {pkg.name} {pkg.version or '(version unknown)'}" + (f": {', '.join(extra)}" if extra
+                                                                                  else ""))
+            if pkg.deep is not None:
+                d = pkg.deep
+                if d.error:
+                    out.append(f"      --deep: the import failed: {value_text(d.error)}")
+                else:
+                    learned = [f"is_available {value_text(d.is_available)}",
+                               f"{value_text(d.device_count)} device(s)",
+                               f"arch list {value_text(d.arch_list)}"]
+                    learned += [f"CUDA {d.cuda}"] if d.cuda else []
+                    learned += [f"cuDNN {d.cudnn}"] if d.cudnn else []
+                    out.append(f"      --deep: {', '.join(learned)}")
+                if pkg.loaded_libraries is not None:
+                    libs = pkg.loaded_libraries
+                    out.append(f"      --deep: CUDA libraries mapped: {', '.join(libs) if libs else 'none'}")
+    out.append("")
+    return out
 
 
 def _finding_lines(f: Finding, verbose: bool, colour: bool) -> list[str]:
