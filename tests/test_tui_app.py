@@ -112,9 +112,11 @@ async def test_opens_on_the_first_failure_with_evidence_rule_and_fix() -> None:
         assert f is not None and f.code == "framework.cuda_newer_than_driver"
         text = body(app)
         assert "torch 2.5.1 needs a newer driver than 470.63.01" in text
-        assert "Evidence" in text and "driver.kernel_module = '470.63.01'" in text
+        assert "Evidence" in text and "driver.kernel_module = 470.63.01" in text
         assert "Matrix rule" in text and "source: https://docs.nvidia.com/" in text
         assert "Upgrade the driver to ≥ 550.54.14" in text
+        # at 80×24 the pane shows the first lines: the fix comes before the evidence and the rule
+        assert text.index("Fix") < text.index("Evidence") < text.index("Matrix rule")
         assert "[1/6] CUDA 12 PyTorch on an R470 driver" in summary(app)
         assert "NOT READY" in summary(app)
 

@@ -13,7 +13,7 @@ import datetime as _dt
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -120,7 +120,13 @@ class DoctorApp(App[None]):
                 yield ActivePanel(id="active")
         yield Footer(compact=True)
 
+    NARROW = 100  # below this many columns the findings stack above the detail: titles get the full width
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one("#diagnosis-pane").set_class(event.size.width < self.NARROW, "narrow")
+
     def on_mount(self) -> None:
+        self.query_one("#diagnosis-pane").set_class(self.size.width < self.NARROW, "narrow")
         if self.gpu_sampler is not None:
             self.set_interval(self.refresh_interval, self._tick_gpus)
         self.query_one(FindingsTree).focus()  # keys move through findings from the first frame

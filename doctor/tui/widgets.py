@@ -81,11 +81,12 @@ class FindingsTree(Tree[Node]):
             label = Text.assemble(mark(area.status), f" {area.name} ", (area.counts_text(), "dim"))
             node = self.root.add(label, Node("area", area=area), expand=area.status in ("fail", "warn"))
             for f in area.problems:
-                node.add_leaf(Text.assemble(mark(f.severity), f" {f.title}"), Node("finding", area=area, finding=f))
+                node.add_leaf(Text.assemble(mark(f.severity), f" {model.tree_title(f.title)}"),
+                              Node("finding", area=area, finding=f))
             if area.passed:
                 passed = node.add(Text.assemble(mark("ok"), f" {len(area.passed)} passed"), Node("passed", area=area))
                 for f in area.passed:
-                    passed.add_leaf(Text.assemble(mark(f.severity), f" {f.title}"),
+                    passed.add_leaf(Text.assemble(mark(f.severity), f" {model.tree_title(f.title)}"),
                                     Node("finding", area=area, finding=f))
             if area.not_checked:
                 node.add_leaf(Text(f"· {len(area.not_checked)} not checked", style="dim"),
@@ -163,12 +164,27 @@ def _heading(text: Text, title: str) -> None:
 
 
 def finding_text(f: Finding) -> Text:
+    """Title, then the fix (at 80×24 the pane shows ~15 lines: what to do must be among them), then why."""
     text = Text()
     text.append_text(mark(f.severity))
     text.append(f" {f.severity.upper()}  ", style=SEVERITY_STYLE[f.severity])
     text.append(f.title, style="bold")
+    if f.fix:
+        _heading(text, "Fix")
+        text.append(f.fix.summary)
+        for step in f.fix.steps:
+            text.append("\n  $ ", style="dim")
+            text.append(step.shell(), style="bold")
+            extra = [x for x in (step.note, None if step.risk == "safe" else f"risk: {step.risk}") if x]
+            if extra:
+                text.append(f"   # {'; '.join(extra)}", style="dim")
+        text.append("\npress f for the fix script", style="italic dim")
     if f.detail:
-        text.append("\n\n" + f.detail)
+        if f.fix:
+            _heading(text, "Why")
+            text.append(f.detail)
+        else:
+            text.append("\n\n" + f.detail)
     facts_ev, rules = model.split_evidence(f)
     if facts_ev:
         _heading(text, "Evidence")
@@ -186,16 +202,6 @@ def finding_text(f: Finding) -> Text:
             text.append(f": {model.value_text(e.value)}\n")
             text.append(f"    source: {e.source}\n", style="dim underline")
         text.rstrip()
-    if f.fix:
-        _heading(text, "Fix")
-        text.append(f.fix.summary)
-        for step in f.fix.steps:
-            text.append("\n  $ ", style="dim")
-            text.append(step.shell(), style="bold")
-            extra = [x for x in (step.note, None if step.risk == "safe" else f"risk: {step.risk}") if x]
-            if extra:
-                text.append(f"   # {'; '.join(extra)}", style="dim")
-        text.append("\n\npress f for the fix script", style="italic dim")
     ident = f"code {f.code} · check {f.check}" if f.severity in ("fail", "warn") else f"check {f.check or f.code}"
     text.append(f"\n\n{ident}", style="dim")  # a passing line has no failure code to show
     return text
