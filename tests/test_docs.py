@@ -28,7 +28,7 @@ def test_ci_runs_the_readme_test_command() -> None:
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text()
     assert "./scripts/test" in readme
-    assert "exec ./scripts/test" in ci
+    assert "\n./scripts/test\n" in ci and "exec ./scripts/test --slow" in ci  # the fast set, then the rest
 
 
 def test_readme_outputs_are_what_the_commands_print_today() -> None:

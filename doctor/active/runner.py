@@ -22,6 +22,11 @@ from typing import Any
 MARKER = b"@@GPU-DOCTOR@@"
 
 
+# A loaded machine can take seconds to start the child's interpreter; that is not a GPU step hanging. Before the
+# child's first event the watchdog allows this much (or the timeout, when longer); every step after gets the timeout.
+STARTUP_ALLOWANCE = 10.0
+
+
 def child_events(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
     """Yield the child's events, then exactly one of:
 
@@ -41,9 +46,11 @@ def child_events(argv: Sequence[str], env: Mapping[str, str], timeout: float) ->
         buf = b""
         last = time.monotonic()
         hung = False
+        spoke = False  # until its first event the child is starting Python, not waiting on a GPU
         try:
             while True:
-                wait = timeout - (time.monotonic() - last)
+                limit = timeout if spoke else max(timeout, STARTUP_ALLOWANCE)
+                wait = limit - (time.monotonic() - last)
                 if wait <= 0:
                     hung = True
                     break
@@ -59,6 +66,7 @@ def child_events(argv: Sequence[str], env: Mapping[str, str], timeout: float) ->
                     event = _parse(line)
                     if event is not None:
                         last = time.monotonic()
+                        spoke = True
                         yield event
         finally:
             reaped = _kill_group(proc) if hung or proc.poll() is None else True
@@ -70,7 +78,8 @@ def child_events(argv: Sequence[str], env: Mapping[str, str], timeout: float) ->
         err.seek(0)
         tail = err.read()[-4000:].decode("utf-8", "replace")
         if hung:
-            yield {"event": "hang", "silent_for": timeout, "reaped": reaped, "stderr": tail}
+            yield {"event": "hang", "silent_for": timeout if spoke else max(timeout, STARTUP_ALLOWANCE),
+                   "reaped": reaped, "stderr": tail}
         else:
             yield {"event": "exit", "returncode": proc.returncode, "stderr": tail}
 

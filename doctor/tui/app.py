@@ -329,7 +329,8 @@ class DoctorApp(App[None]):
     def _tick_gpus(self) -> None:
         if self.gpu_sampler is None or not self.source.live or self._sampling or self.report is None:
             return
-        if self.query_one(TabbedContent).active != "gpus":
+        tabs = self.query(TabbedContent)  # absent while another screen (fix, help, a dialog) is on top
+        if not tabs or tabs.first().active != "gpus":
             return  # sample only while someone looks
         if not model.driver_gpus(self.report.facts):
             return  # no GPU answered the probe: the view says why; r probes again
