@@ -51,3 +51,29 @@ def test_readme_install_works_on_the_externally_managed_system_python_and_benchm
         run = subprocess.run([str(python), str(REPO / "benchmarks" / bench), *args], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=600)
         assert run.returncode == 0 and "Traceback" not in run.stderr, (bench, run.stdout[-2000:], run.stderr[-2000:])
+
+
+def _fake_python(bin_dir: Path, name: str, version_ok: bool, venv_ok: bool) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / name
+    script.write_text("#!/bin/sh\n"
+                      f'case "$1" in -c) exit {0 if version_ok else 1} ;; -m) exit {0 if venv_ok else 1} ;; esac\n')
+    script.chmod(0o755)
+
+
+@pytest.mark.parametrize(("version_ok", "venv_ok", "says"), [
+    (True, False, "sudo apt install python3-venv"),  # Debian/Ubuntu without python3-venv
+    (False, False, "sudo dnf install python3.12"),  # RHEL 9: python3 is 3.9
+])
+def test_install_says_the_one_step_a_system_needs_first(tmp_path: Path, version_ok: bool, venv_ok: bool,
+                                                         says: str) -> None:
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    _fake_python(bin_dir, "python3", version_ok, venv_ok)
+    for tool in ("sh", "rm", "dirname", "mkdir"):
+        (bin_dir / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
+    proc = subprocess.run([str(bin_dir / "sh"), str(REPO / "scripts" / "install")], capture_output=True, text=True,
+                          env={"HOME": str(tmp_path), "PATH": str(bin_dir)}, timeout=60)
+    assert proc.returncode == 1 and says in proc.stderr, proc.stderr
+    assert not (tmp_path / ".local" / "share" / "gpu-doctor").exists()  # no half-made environment left behind
