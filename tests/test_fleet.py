@@ -402,3 +402,13 @@ finally:
                           check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['n0', 'n1', 'n2']"
+
+
+def test_a_split_fleet_reads_as_one_line_per_axis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reports: dict[str, Facts | str] = {
+        f"n{i}.json": replace(HEALTHY, driver=replace(HEALTHY.driver, userspace=f"5{50 + i}.90.07",
+                                                      kernel_module=f"5{50 + i}.90.07")) for i in range(7)}
+    main(["fleet", str(write(tmp_path, reports))])
+    out = capsys.readouterr().out
+    driver_lines = [line for line in out.split("Outliers", 1)[1].splitlines() if "driver" in line]
+    assert len(driver_lines) == 1 and "driver: no majority: 7 different values over 7 nodes" in driver_lines[0]

@@ -213,6 +213,8 @@ def render_text(fleet: Fleet, colour: bool = False) -> str:
             mark = _paint(MARKS[o.severity], o.severity, colour)
             if len(o.nodes) == 1:
                 lines.append(f"  {mark} {o.nodes[0]}: {o.title}")
+            elif o.value is None:  # a split with no majority: its title names every variant and its nodes
+                lines.append(f"  {mark} {o.kind}: {o.title}")
             else:
                 lines.append(f"  {mark} {o.title}:")
                 lines += _wrap(o.nodes, "      ")
