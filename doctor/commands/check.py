@@ -188,7 +188,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         selected = [by_id(c) for c in args.checks]
     if args.facts and args.collect_env:
         raise UsageError("--facts and --from-collect-env each name the machine to diagnose: give one")
-    if (args.facts or args.collect_env) and (args.root or args.python or args.deep):
+    if (args.facts or args.collect_env) and (args.root is not None or args.python or args.deep):
         raise UsageError("--facts and --from-collect-env replay a recorded machine: "
                          "--root, --python and --deep do not apply")
     requirements = _requirements(args.require)
