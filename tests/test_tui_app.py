@@ -164,7 +164,7 @@ async def test_passed_and_not_checked_nodes_explain_themselves() -> None:
         await pilot.pause()
         tree.move_cursor(skipped)
         await pilot.pause()
-        assert "did not run on this machine, and why" in body(app)
+        assert "These checks did not run, and why" in body(app)
 
 
 @pilot_test

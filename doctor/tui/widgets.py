@@ -237,7 +237,7 @@ def list_text(title: str, findings: list[Finding]) -> Text:
 
 def not_checked_text(area: str, checks: list[CheckResult]) -> Text:
     text = Text(f"{area}: not checked", style="bold")
-    text.append("\nThese checks did not run on this machine, and why:\n", style="dim")
+    text.append("\nThese checks did not run, and why:\n", style="dim")  # not "on this machine": also snapshots
     for c in checks:
         text.append(f"\n· {c.id}", style="bold")
         text.append(f"  {c.reason or c.status}")
