@@ -76,6 +76,13 @@ class FindingsTree(Tree[Node]):
         self.show_root = False
         self.guide_depth = 2
 
+    def on_resize(self, event: Any) -> None:
+        """Keep the cursor's line in sight when the tree changes height (the narrow layout, the summary growing
+        when a report arrives): otherwise the first failure can sit just below the visible rows."""
+        node = self.cursor_node
+        if node is not None:
+            self.call_after_refresh(self.scroll_to_node, node, False)
+
     def build(self, report: Report, results: dict[str, active.Outcome], unavailable: str | None) -> None:
         self.clear()
         for area in model.areas(report):
