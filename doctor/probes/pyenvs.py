@@ -89,7 +89,7 @@ def _python_on_path(host: Host, mine: Any) -> tuple[str, str] | None:
             if not d:
                 continue
             exe = host.which(f"{d.rstrip('/')}/{name}")
-            if exe and not mine(os.path.dirname(os.path.dirname(exe))):
+            if exe and host.path(exe).is_file() and not mine(os.path.dirname(os.path.dirname(exe))):
                 return exe, "PATH"
     return None
 
