@@ -24,8 +24,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                          help="show the evidence and source under each line, checks that did not run, probe errors")
         out.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
         out.add_argument("--list-checks", action="store_true", help="list the checks with their ids and exit")
-        p.add_argument("--facts", metavar="FILE", help="diagnose this snapshot (from `gpu-doctor snapshot`; - for "
-                       "standard input) instead of this machine; no probe runs")
+        p.add_argument("--facts", metavar="FILE", help="diagnose this snapshot (from `gpu-doctor snapshot`) or the "
+                       "facts of a report (`check --json`); - for standard input. No probe runs")
         gate = p.add_argument_group("images and CI gates")
         gate.add_argument("--static", action="store_true",
                           help="judge an image build, where no GPU or driver is attached: only the image's own "
