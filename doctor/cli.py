@@ -63,8 +63,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Checks whether this machine's NVIDIA driver, CUDA toolkit, cuDNN and ML frameworks fit "
         "together and work, and says how to fix what does not. `check` is read-only and offline.",
         epilog="Exit codes: 0 no failure, 1 at least one failure (--strict: or warning), 2 usage or input "
-        "error, 3 internal error. `gpu-doctor` alone opens the interactive view (`tui`) on a terminal and runs "
-        "`check` when its output is piped or redirected. Run `gpu-doctor COMMAND --help` for a command's options.",
+        "error, 3 internal error. `gpu-doctor` alone opens the interactive view (`tui`) when standard input and "
+        "output are a terminal, and runs `check` otherwise (piped, redirected, cron, CI). Run `gpu-doctor COMMAND "
+        "--help` for a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"gpu-doctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
