@@ -28,7 +28,7 @@ from doctor.facts import ENV_NAMES, Cudnn, Facts, HostInfo, LibRef, LoaderInfo, 
 
 MAX_BYTES = 1_000_000  # a Dockerfile or requirements file larger than this is not one
 EXTRA_ENV = ("CONDA_OVERRIDE_CUDA", "TORCH_CUDA_ARCH_LIST")
-PYTHON = "/usr/bin/python3 (image)"  # the interpreter name the facts carry for the image's packages
+PYTHON = "python3"  # the interpreter the facts name for the image's packages (a fix runs `python3 -m pip`)
 
 
 class DockerfileError(ValueError):

@@ -1,0 +1,234 @@
+"""check --dockerfile: a Dockerfile read as the image it builds, judged by the static checks.
+
+Tier 1: the reader on real Dockerfiles from public projects (tests/data/dockerfiles/, origins in
+tests/data/SOURCES.md) and ours (examples/docker/Dockerfile), then the resolution rules line by line.
+Tier 3: the CLI end to end, every format pointing at the Dockerfile line.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from doctor.dockerfile import DockerfileError, from_text, read, read_instructions
+from doctor.facts import facts_schema, validate
+from doctor.matrix import current
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data" / "dockerfiles"
+OURS = REPO / "examples" / "docker" / "Dockerfile"
+
+
+def torch_of(image):  # type: ignore[no-untyped-def]
+    return next(p for e in image.facts.python_envs for p in e.packages if p.name == "torch")
+
+
+def image_of(text: str, tmp_path: Path | None = None, **build_args: str):  # type: ignore[no-untyped-def]
+    return from_text(text, "Dockerfile", current(), context=tmp_path, build_args=build_args)
+
+
+def gpu_doctor(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "doctor", "check", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120, check=False)
+
+
+# --- real Dockerfiles ---------------------------------------------------------------------------
+
+
+def test_transformers_gpu_image_args_and_shell_variables_resolve_to_torch_cu121() -> None:
+    image = read(DATA / "transformers-pytorch-gpu.Dockerfile")
+    (tk,) = image.facts.toolkits
+    assert (tk.version, tk.nvcc_version) == ("12.1.0", "12.1.0")  # nvidia/cuda:12.1.0-cudnn8-devel-ubuntu22.04
+    assert image.facts.loader.nvcc_on_path is not None  # the base image's ENV PATH has /usr/local/cuda/bin
+    assert (image.facts.host.os_id, image.facts.host.os_version) == ("ubuntu", "22.04")
+    assert next(c.version for c in image.facts.cudnn) == "8"
+    torch = torch_of(image)  # ARG PYTORCH='2.5.1', CUDA='cu121'; VERSION='torch=='$PYTORCH'.*'; --extra-index-url
+    assert (torch.version, torch.cuda, torch.cpu_only) == ("2.5.1+cu121", "12.1", False)
+    assert image.lines["pkg.torch"] == 20
+
+
+def test_ultralytics_pytorch_base_image_brings_torch_cu124_and_its_cudnn() -> None:
+    image = read(DATA / "ultralytics.Dockerfile")
+    torch = torch_of(image)
+    assert (torch.version, torch.cuda, torch.cpu_only) == ("2.5.0", "12.4", False)
+    assert torch.cudnn and torch.cudnn.startswith("9.")  # the cu124 wheel's cuDNN, from the matrix
+    assert image.facts.toolkits == []  # a -runtime PyTorch image: no CUDA toolkit
+    assert image.lines["pkg.torch"] == 6
+    assert image.facts.env["NVIDIA_VISIBLE_DEVICES"] is None
+
+
+def test_pytorch_multistage_judges_the_final_stage_and_skips_the_arm64_case_arm() -> None:
+    image = read(DATA / "pytorch.Dockerfile")
+    assert "FROM ubuntu:20.04" in (image.facts.host.os_pretty or "")  # dev ← official ← ${BASE_IMAGE}
+    torch = torch_of(image)  # conda install … pytorch-cuda=$(…) copied --from=conda-installs
+    assert torch.cpu_only is not True  # the `linux/arm64` arm installs the CPU wheel; amd64 builds do not run it
+    assert image.facts.env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert image.facts.env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib:/usr/local/nvidia/lib64"
+    assert image.lines["env.LD_LIBRARY_PATH"] == 101
+    assert image.facts.env["CONDA_PREFIX"] == "/opt/conda"
+
+
+def test_an_ngc_tag_without_a_matrix_row_is_unknown_not_absent() -> None:
+    image = read(DATA / "yolov5.Dockerfile")
+    assert "toolkits" not in image.facts.sources  # so toolkit.missing skips instead of claiming none
+    assert any(ln == 6 and "nvcr.io/nvidia/pytorch:22.09-py3" in text for ln, text in image.notes)
+    assert any(ln == 19 and "requirements.txt" in text for ln, text in image.notes)
+
+
+def test_our_example_dockerfile_reads_as_torch_cu124_on_python_slim() -> None:
+    image = read(OURS)
+    torch = torch_of(image)
+    assert (torch.version, torch.cuda) == ("2.5.1+cu124", "12.4")
+    assert image.lines["pkg.torch"] == 7
+    assert image.facts.python_envs[0].version == "3.11"
+    names = {p.name for p in image.facts.python_envs[0].packages}
+    assert names == {"torch"}  # `pip install /opt/gpu-doctor` is a path, not a package name
+
+
+@pytest.mark.parametrize("path", [*sorted(DATA.glob("*.Dockerfile")), OURS], ids=lambda p: p.name)
+def test_every_real_dockerfile_gives_facts_that_match_the_schema(path: Path) -> None:
+    assert validate(read(path).facts.to_dict(), facts_schema()) == []
+
+
+# --- resolution rules, line by line ------------------------------------------------------------
+
+
+def test_plain_pip_install_torch_is_the_newest_release_default_cuda_build() -> None:
+    newest = max(current().rows("pytorch", "torch"), key=lambda r: tuple(int(x) for x in r["version"].split(".")))
+    torch = torch_of(image_of("FROM python:3.12-slim\nRUN pip install torch\n"))
+    assert (torch.version, torch.cuda, torch.cpu_only) == (newest["version"], newest["default_cuda"], False)
+
+
+@pytest.mark.parametrize(("run", "version", "cuda", "cpu_only"), [
+    ("pip install torch==2.4.1 --index-url https://download.pytorch.org/whl/cpu", "2.4.1+cpu", None, True),
+    ("uv pip install --system torch==2.5.1+cu118", "2.5.1+cu118", "11.8", False),
+    ("python3 -m pip install 'torch>=2.3,<2.5' --index-url https://download.pytorch.org/whl/cu121", "2.4.1+cu121",
+     "12.1", False),
+    ("pip3 install --no-cache-dir torch==2.5.1 --extra-index-url https://download.pytorch.org/whl/cu118",
+     "2.5.1+cu118", "11.8", False),
+    ("pip install torch==2.5.1", "2.5.1", "12.4", False),  # PyPI's Linux x86_64 wheel of 2.5.1 is the cu124 build
+    ("conda install -y -c pytorch -c nvidia pytorch pytorch-cuda=12.1", None, "12.1", False),
+    ("conda install -y -c pytorch pytorch cpuonly", None, None, True),
+])
+def test_install_lines_resolve_to_the_build_they_get_today(run: str, version: str | None, cuda: str | None,
+                                                           cpu_only: bool) -> None:
+    torch = torch_of(image_of(f"FROM ubuntu:22.04\nRUN {run}\n"))
+    assert (torch.version, torch.cuda, torch.cpu_only) == (version, cuda, cpu_only)
+
+
+def test_conda_override_cuda_picks_the_cuda_build_in_a_build_without_gpu() -> None:
+    torch = torch_of(image_of("FROM ubuntu:22.04\nENV CONDA_OVERRIDE_CUDA=12.4\nRUN conda install -y pytorch\n"))
+    assert (torch.cuda, torch.cpu_only) == ("12.4", False)
+    assert torch_of(image_of("FROM ubuntu:22.04\nRUN conda install -y pytorch\n")).cpu_only is None  # unknown
+
+
+def test_arg_in_from_and_build_arg_override() -> None:
+    text = "ARG CUDA=12.4.1\nFROM nvidia/cuda:${CUDA}-runtime-ubuntu22.04\n"
+    assert image_of(text).facts.toolkits[0].version == "12.4.1"
+    assert image_of(text, CUDA="11.8.0").facts.toolkits[0].version == "11.8.0"
+    assert image_of(text).facts.toolkits[0].nvcc_version is None  # runtime flavour: no nvcc
+
+
+def test_requirements_file_is_read_from_the_build_context(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("--extra-index-url https://download.pytorch.org/whl/cu118\n"
+                                               "numpy<2  # pinned\ntorch==2.3.1\n")
+    image = image_of("FROM python:3.11\nCOPY requirements.txt .\nRUN pip install -r requirements.txt\n", tmp_path)
+    assert torch_of(image).version == "2.3.1+cu118"
+    assert image.lines["pkg.torch"] == 3
+
+
+def test_heredoc_exec_form_and_uninstall() -> None:
+    text = ('FROM python:3.11\nRUN <<EOF\npip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu121'
+            '\nEOF\nRUN ["pip", "install", "jax[cuda12]==0.4.30"]\nRUN pip uninstall -y jax\n')
+    image = image_of(text)
+    assert torch_of(image).cuda == "12.1"
+    assert "jax" not in {p.name for p in image.facts.python_envs[0].packages}
+
+
+def test_env_legacy_form_and_substitution() -> None:
+    image = image_of("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nENV CUDA_HOME /usr/local/cuda\n"
+                     "ENV LD_LIBRARY_PATH=${CUDA_HOME}/lib64/stubs:$LD_LIBRARY_PATH\n")
+    assert image.facts.env["CUDA_HOME"] == "/usr/local/cuda"
+    assert image.facts.env["LD_LIBRARY_PATH"] == \
+        "/usr/local/cuda/lib64/stubs:/usr/local/nvidia/lib:/usr/local/nvidia/lib64"
+    assert image.lines["env.LD_LIBRARY_PATH"] == 3
+
+
+def test_continuation_lines_and_comments_keep_the_first_line_number() -> None:
+    ins = read_instructions("FROM a\n# c\nRUN pip install \\\n  # inner comment\n  torch\nENV A=1\n")
+    assert [(i.line, i.keyword) for i in ins] == [(1, "FROM"), (3, "RUN"), (6, "ENV")]
+    assert ins[1].args == "pip install  torch"
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    (b"\x00\x01binary", "binary"),
+    (b"RUN pip install torch\n", "no FROM"),
+])
+def test_not_a_dockerfile_is_a_clear_error(tmp_path: Path, content: bytes, words: str) -> None:
+    p = tmp_path / "Dockerfile"
+    p.write_bytes(content)
+    with pytest.raises(DockerfileError, match=words):
+        read(p)
+
+
+# --- the CLI, every format ----------------------------------------------------------------------
+
+BROKEN = """FROM python:3.11-slim
+ENV NVIDIA_DRIVER_CAPABILITIES=utility
+RUN pip install --no-cache-dir torch==2.5.1 --index-url https://download.pytorch.org/whl/cpu
+"""
+
+
+@pytest.fixture()
+def broken(tmp_path: Path) -> Path:
+    p = tmp_path / "Dockerfile"
+    p.write_text(BROKEN)
+    return p
+
+
+def test_cli_text_points_each_failure_at_its_line(broken: Path) -> None:
+    done = gpu_doctor("--dockerfile", str(broken))
+    assert done.returncode == 1, done.stderr
+    assert f"{broken}:3: torch 2.5.1+cpu in python3 is a CPU-only build" in done.stdout
+    assert f"{broken}:2: The image sets NVIDIA_DRIVER_CAPABILITIES=utility" in done.stdout
+
+
+def test_cli_github_annotations_carry_file_and_line(broken: Path) -> None:
+    done = gpu_doctor("--dockerfile", str(broken), "--format", "github")
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("::error")]
+    assert any(f"file={broken},line=3,title=framework.cpu_only_build::torch 2.5.1+cpu" in ln for ln in lines)
+    assert any("line=2,title=image.env_blocks_gpu::" in ln for ln in lines)
+
+
+def test_cli_json_junit_markdown_carry_the_location(broken: Path) -> None:
+    report = json.loads(gpu_doctor("--dockerfile", str(broken), "--json").stdout)
+    cpu = next(f for f in report["findings"] if f["code"] == "framework.cpu_only_build")
+    assert cpu["evidence"][0] == {"fact": "dockerfile", "value": f"{broken}:3", "source": "dockerfile"}
+    suite = ET.fromstring(gpu_doctor("--dockerfile", str(broken), "--format", "junit").stdout)
+    failure = suite.find("testcase[@name='framework.cpu_only_build']/failure")
+    assert failure is not None and failure.get("message", "").startswith(f"{broken}:3: ")
+    assert f"{broken}:2: The image sets" in gpu_doctor("--dockerfile", str(broken), "--format", "markdown").stdout
+
+
+def test_cli_our_example_gate_passes_with_the_host_driver_it_names() -> None:
+    done = gpu_doctor("--dockerfile", str(OURS), "--target-gpu", "H100 80GB HBM3", "--host-driver", "535.104.05",
+                      "--require", "torch>=2.4", "--require", "cuda>=12.1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "examples/docker/Dockerfile:7: This image needs a host driver ≥ 525.60.13" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--dockerfile", "/nonexistent/Dockerfile"], "No such file"),
+    (["--dockerfile", "examples/docker/Dockerfile", "--facts", "x.json"], "do not apply"),
+    (["--dockerfile", "examples/docker/Dockerfile", "--build-arg", "NOVALUE"], "NAME=VALUE"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(args: list[str], words: str) -> None:
+    done = gpu_doctor(*args)
+    assert done.returncode == 2
+    assert words in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
