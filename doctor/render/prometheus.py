@@ -15,7 +15,9 @@ say whether the software stack can run the work. Names (all ``gpu_doctor_*``, do
 * ``gpu_doctor_active_value{test,gpu,figure}``  figures the active tests measured, where present
 * ``gpu_doctor_last_run_timestamp_seconds``  when the report was made
 * fleet: ``gpu_doctor_node_status{node,status}``, ``gpu_doctor_node_ready{node}``,
-  ``gpu_doctor_node_info{node,driver,cuda_driver_api,toolkit,framework,gpu_model}``, ``gpu_doctor_fleet_nodes{status}``
+  ``gpu_doctor_node_info{node,driver,cuda_driver_api,toolkit,framework,gpu_model,gpus}``,
+  ``gpu_doctor_fleet_nodes{status}``, ``gpu_doctor_fleet_status{status}``, ``gpu_doctor_fleet_outliers``,
+  ``gpu_doctor_fleet_unreadable_files``
 
 ``prometheus_client`` is imported here only, so `check` in its other formats never loads it.
 """
@@ -140,9 +142,14 @@ class FleetCollector:
         yield ready
         yield info
         counts = GaugeMetricFamily("gpu_doctor_fleet_nodes", "nodes by status", labels=["status"])
-        for k, v in fl.counts().items():
-            counts.add_metric([k], float(v))
+        by = fl.counts()
+        for k in ("ok", "warn", "fail"):
+            counts.add_metric([k], float(by[k]))
         yield counts
+        yield GaugeMetricFamily("gpu_doctor_fleet_outliers", "nodes' values that differ from the majority",
+                                value=float(by["outliers"]))
+        yield GaugeMetricFamily("gpu_doctor_fleet_unreadable_files", "files that are not a readable report",
+                                value=float(by["errors"]))
         yield _fleet_status(fl)
 
 

@@ -1,0 +1,118 @@
+"""check/fleet --format prometheus: the report as gpu_doctor_* metrics, read back with prometheus_client's
+own parser (what node_exporter's textfile collector and Prometheus accept)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from factories import make_facts
+from prometheus_client.parser import text_string_to_metric_families
+
+from doctor.engine import diagnose
+from doctor.render.prometheus import active_figures, render
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "doctor" / "examples"
+
+
+def samples(text: str) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def value(found: dict[str, list], name: str, **labels: str) -> float:
+    (s,) = [s for s in found[name] if labels.items() <= s.labels.items()]
+    return s.value
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120, check=False)
+
+
+def test_a_failing_node_reads_back_as_not_ready_with_the_failing_check() -> None:
+    report = diagnose(make_facts(driver__kernel_module="470.82.01", driver__userspace="470.82.01",
+                                 driver__cuda_driver_api="11.4"))
+    found = samples(render(report))
+    assert value(found, "gpu_doctor_ready") == 0
+    assert value(found, "gpu_doctor_status", status="fail") == 1
+    assert value(found, "gpu_doctor_status", status="ok") == 0
+    failing = {s.labels["check"] for s in found["gpu_doctor_check_status"] if s.labels["status"] == "fail"}
+    assert "framework.cuda_newer_than_driver" in failing
+    assert len(found["gpu_doctor_check_status"]) == len(report.checks)  # one series per check
+    assert value(found, "gpu_doctor_findings", severity="fail") == sum(f.severity == "fail" for f in report.findings)
+
+
+def test_versions_are_one_info_series() -> None:
+    found = samples(render(diagnose(make_facts())))
+    (info,) = found["gpu_doctor_versions_info"]
+    assert info.value == 1
+    assert info.labels["driver"] == make_facts().driver.kernel_module
+    assert info.labels["torch"] == "2.5.1"
+    assert value(found, "gpu_doctor_gpus") == len(make_facts().gpus)
+    assert value(found, "gpu_doctor_last_run_timestamp_seconds") > 1.7e9
+
+
+def test_label_values_from_facts_are_escaped_not_interpreted() -> None:
+    facts = make_facts(gpu__name='evil"} 1\ngpu_doctor_ready 1\n#')
+    found = samples(render(diagnose(facts)))
+    assert found["gpu_doctor_versions_info"][0].labels["gpu"].startswith('evil"} 1\ngpu_doctor_ready 1')
+    assert len(found["gpu_doctor_ready"]) == 1
+
+
+def test_active_figures_are_found_by_name_wherever_the_section_keeps_them() -> None:
+    active = {"smoke": {"gpus": [{"index": 0, "matmul_tflops": 612.5, "h2d_gbs": 24.1, "ok": True},
+                                 {"index": 1, "matmul_tflops": 15.0, "name": "x"}]},
+              "oom": {"allocated_gib": 70}}
+    figures = set(active_figures(active))
+    assert ("smoke.gpus", "0", "matmul_tflops", 612.5) in figures
+    assert ("smoke.gpus", "1", "matmul_tflops", 15.0) in figures
+    assert ("smoke.gpus", "0", "h2d_gbs", 24.1) in figures
+    assert not any(f[2] in ("ok", "index", "allocated_gib") for f in figures)
+    assert list(active_figures(None)) == []
+
+
+def test_check_output_writes_the_textfile_atomically(tmp_path: Path) -> None:
+    target = tmp_path / "gpu_doctor.prom"
+    done = cli("check", "--facts", str(EXAMPLES / "healthy-8x-h100.json"), "--format", "prometheus",
+               "--output", str(target))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert value(samples(target.read_text()), "gpu_doctor_ready") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu_doctor.prom"]  # no temporary file left
+
+
+def test_fleet_prometheus_has_one_series_per_node(tmp_path: Path) -> None:
+    for name in ("healthy-8x-h100", "r470-geforce-cu124-torch"):
+        (tmp_path / f"{name}.json").write_text(json.dumps(json.loads((EXAMPLES / f"{name}.json").read_text())))
+    done = cli("fleet", str(tmp_path), "--format", "prometheus")
+    found = samples(done.stdout)
+    assert value(found, "gpu_doctor_node_ready", node="healthy-8x-h100") == 1
+    assert value(found, "gpu_doctor_node_ready", node="r470-geforce-cu124-torch") == 0
+    assert value(found, "gpu_doctor_fleet_nodes", status="fail") == 1
+    info = {s.labels["node"]: s.labels for s in found["gpu_doctor_node_info"]}
+    assert info["r470-geforce-cu124-torch"]["driver"].startswith("470.")
+    assert done.returncode == 1  # a failing node, as in every fleet format
+
+
+def test_prometheus_client_is_not_imported_by_check_in_other_formats() -> None:
+    code = ("import sys; from doctor.cli import main; main(['check', '--facts', %r, '--json']); "
+            "print('prometheus_client' in sys.modules, file=sys.stderr)") % str(EXAMPLES / "healthy-8x-h100.json")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          check=False)
+    assert done.stderr.strip().endswith("False")
+
+
+@pytest.mark.parametrize("fmt", ["prometheus", "nfd", "github"])
+def test_output_into_a_missing_directory_is_a_usage_error(fmt: str) -> None:
+    done = cli("check", "--facts", str(EXAMPLES / "healthy-8x-h100.json"), "--format", fmt,
+               "--output", "/nonexistent-dir/out")
+    assert done.returncode == 2
+    assert "--output" in done.stderr and "Traceback" not in done.stderr
