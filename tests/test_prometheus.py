@@ -103,8 +103,9 @@ def test_fleet_prometheus_has_one_series_per_node(tmp_path: Path) -> None:
 
 
 def test_prometheus_client_is_not_imported_by_check_in_other_formats() -> None:
-    code = ("import sys; from doctor.cli import main; main(['check', '--facts', %r, '--json']); "
-            "print('prometheus_client' in sys.modules, file=sys.stderr)") % str(EXAMPLES / "healthy-8x-h100.json")
+    snap = str(EXAMPLES / "healthy-8x-h100.json")
+    code = (f"import sys; from doctor.cli import main; main(['check', '--facts', {snap!r}, '--json']); "
+            "print('prometheus_client' in sys.modules, file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
                           check=False)
     assert done.stderr.strip().endswith("False")
