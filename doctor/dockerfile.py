@@ -409,6 +409,14 @@ def _mm(v: Any) -> str | None:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
+def _wheel_spec(spec: str) -> str | None:
+    """A wheel file or URL as a pinned requirement: .../torch-2.1.0%2Bcu121-cp311-…whl → torch==2.1.0+cu121."""
+    from urllib.parse import unquote
+
+    m = re.fullmatch(r"([A-Za-z0-9_.]+)-([0-9][^-]*)-[^-]+-[^-]+-[^-]+\.whl", unquote(spec.rsplit("/", 1)[-1]))
+    return f"{m.group(1).replace('_', '-')}=={m.group(2)}" if m else None
+
+
 def _spec_name(spec: str) -> str | None:
     m = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
     if not m or "/" in spec.split("[", 1)[0] or spec.startswith((".", "git+", "http")) or spec.endswith(".whl"):
@@ -417,6 +425,8 @@ def _spec_name(spec: str) -> str | None:
 
 
 def _pip_package(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, str]]) -> PyPackage | None:
+    if spec.endswith(".whl"):
+        spec = _wheel_spec(spec) or spec
     name = _spec_name(spec)
     if name is None:
         return None
@@ -480,8 +490,18 @@ def _conda_packages(args: list[str], env: dict[str, str]) -> tuple[list[PyPackag
 
 def read(path: str | Path, matrix: Any = None, build_args: dict[str, str] | None = None) -> Image:
     """The final stage of the Dockerfile at ``path`` as facts. Raises DockerfileError on unreadable input."""
+    if str(path) == "-":  # standard input; the build context is the current directory
+        import sys
+
+        raw = sys.stdin.buffer.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES or b"\0" in raw:
+            raise DockerfileError("-: not a Dockerfile (binary, or larger than 1 MB)")
+        return from_text(raw.decode("utf-8", errors="replace"), "Dockerfile", matrix or _current(), context=Path.cwd(),
+                         build_args=build_args)
     p = Path(path)
     try:
+        if not p.is_file():
+            raise DockerfileError(f"{path}: not a file" if p.exists() else f"{path}: No such file")
         if p.stat().st_size > MAX_BYTES:
             raise DockerfileError(f"{path}: larger than {MAX_BYTES} bytes; not a Dockerfile")
         raw = p.read_bytes()
@@ -490,11 +510,13 @@ def read(path: str | Path, matrix: Any = None, build_args: dict[str, str] | None
     if b"\0" in raw:
         raise DockerfileError(f"{path}: a binary file, not a Dockerfile")
     text = raw.decode("utf-8", errors="replace")
-    if matrix is None:
-        from doctor.matrix import current
+    return from_text(text, str(path), matrix or _current(), context=p.parent, build_args=build_args)
 
-        matrix = current()
-    return from_text(text, str(path), matrix, context=p.parent, build_args=build_args)
+
+def _current() -> Any:
+    from doctor.matrix import current
+
+    return current()
 
 
 def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
@@ -522,11 +544,12 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
                 base = base_image(ref, ins.line, matrix)
                 env = {k: (substitute(v, {}), ins.line) for k, v in base.env.items()}
                 stage = Stage(name, base, env=env)
-                if not base.known and "$" not in ref:
+                if not ref or "$" in ref:
+                    stage.notes.append((ins.line, f"base image {words[0] if words else '?'}: a build argument "
+                                        "without a value (give it with --build-arg); what the base holds is unknown"))
+                elif not base.known:
                     stage.notes.append((ins.line, f"base image {ref}: what it holds is not in the matrix "
                                         "(compat/images.toml); its CUDA, cuDNN and frameworks are unknown"))
-                elif "$" in ref:
-                    stage.notes.append((ins.line, f"base image {ref}: a build argument without a default"))
             stages.append(stage)
             continue
         if not stages:
@@ -541,8 +564,9 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
                 st.env[k] = (substitute(v, {**scope, k: st.env.get(k, ("", 0))[0]}), ins.line)
                 scope[k] = st.env[k][0]
         elif ins.keyword == "COPY" and "--from=" in ins.args:
-            src = re.search(r"--from=(\S+)", ins.args).group(1).lower()  # type: ignore[union-attr]
-            other = next((s for s in stages[:-1] if s.name == src), None)
+            src = substitute(re.search(r"--from=(\S+)", ins.args).group(1), scope).lower()  # type: ignore[union-attr]
+            other = stages[int(src)] if src.isdigit() and int(src) < len(stages) - 1 else next(
+                (s for s in stages[:-1] if s.name == src), None)
             if other:  # what that stage installed comes along (site-packages, /opt/conda are what is copied)
                 for n, inst in other.packages.items():
                     st.packages[n] = Install(inst.package, ins.line, f"COPY --from={src} ({inst.how})")

@@ -14,6 +14,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from doctor.dockerfile import DockerfileError, from_text, read, read_instructions
 from doctor.facts import facts_schema, validate
@@ -174,6 +176,43 @@ def test_not_a_dockerfile_is_a_clear_error(tmp_path: Path, content: bytes, words
     p.write_bytes(content)
     with pytest.raises(DockerfileError, match=words):
         read(p)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("FROMRUNENVARGCOPY pipinstallcondatorch=-_.:/$\\{}[]()'\"#<>&|;\n\t0123"
+                                              "45cu"))))
+def test_any_text_is_facts_or_a_clear_error(text: str) -> None:
+    try:
+        image = from_text("FROM python:3.11\n" + text, "Dockerfile", current())
+    except DockerfileError:
+        return
+    assert validate(image.facts.to_dict(), facts_schema()) == []
+
+
+def test_dockerfile_from_standard_input(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "doctor", "check", "--dockerfile", "-", "--json"],
+                          input="FROM python:3.11\nRUN pip install torch==2.5.1 --index-url "
+                                "https://download.pytorch.org/whl/cpu\n",
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert any(f["code"] == "framework.cpu_only_build" and f["title"].startswith("Dockerfile:2: ")
+               for f in report["findings"])
+
+
+def test_copy_from_a_stage_index_and_a_wheel_url() -> None:
+    image = image_of("FROM python:3.11\nRUN pip install https://download.pytorch.org/whl/cu121/"
+                     "torch-2.1.0%2Bcu121-cp311-cp311-linux_x86_64.whl\nFROM python:3.11-slim\n"
+                     "COPY --from=0 /usr/local/lib/python3.11 /usr/local/lib/python3.11\n")
+    assert (torch_of(image).version, torch_of(image).cuda) == ("2.1.0+cu121", "12.1")
+    assert image.lines["pkg.torch"] == 4
+
+
+def test_a_base_from_a_build_argument_without_value_says_so() -> None:
+    image = image_of("ARG BASE\nFROM ${BASE}\n")
+    assert image.notes == [(2, "base image ${BASE}: a build argument without a value (give it with --build-arg); "
+                               "what the base holds is unknown")]
+    assert "toolkits" not in image.facts.sources
 
 
 # --- the CLI, every format ----------------------------------------------------------------------

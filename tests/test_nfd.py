@@ -117,3 +117,4 @@ def test_the_daemonset_command_labels_a_healthy_host_ready(host_without_gpu_acce
     got = parse((features / "gpu-doctor").read_text())
     assert (code, got[f"{PREFIX}gpu-doctor.ready"]) == (0, "true"), got
     assert got[f"{PREFIX}gpu-doctor.driver"] == "535.54.03"
+    assert got[f"{PREFIX}gpu-doctor.cuda"] == "12.2"  # no libcuda call in the pod: 535.54.03 runs CUDA 12.2 natively

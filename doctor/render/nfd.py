@@ -16,7 +16,8 @@ Labels (``feature.node.kubernetes.io/`` +):
   gpu-doctor.failing=<area>         the first failing area (driver, gpus, cuda-toolkit, cudnn, frameworks, …)
   gpu-doctor.failing.<area>=true    one per failing area
   gpu-doctor.driver=<version>       the driver's version
-  gpu-doctor.cuda=<X.Y>             the CUDA version the driver runs (its CUDA driver API)
+  gpu-doctor.cuda=<X.Y>             the CUDA version the driver runs (its CUDA driver API; else, by the
+                                    matrix, the newest CUDA its version runs natively)
   gpu-doctor.gpus=<n>               GPUs visible
 """
 
@@ -63,10 +64,27 @@ def labels(report: Any) -> dict[str, str]:
     version = d.kernel_module or d.userspace
     if version:
         out["gpu-doctor.driver"] = version
-    if d.cuda_driver_api:
-        out["gpu-doctor.cuda"] = d.cuda_driver_api
+    cuda = driver_cuda(report)
+    if cuda:
+        out["gpu-doctor.cuda"] = cuda
     out["gpu-doctor.gpus"] = str(len([g for g in report.facts.gpus if g.source != "pci"]))
     return {k: v for k, v in out.items() if valid_name(k) and valid_value(v)}
+
+
+def driver_cuda(report: Any) -> str | None:
+    """The CUDA version the driver runs: its CUDA driver API (libcuda), what nvidia-smi printed, else the
+    newest CUDA the matrix says this driver version runs natively (the DaemonSet reads files only)."""
+    d = report.facts.driver
+    known = d.cuda_driver_api or getattr(d, "smi_cuda_version", None)
+    if known:
+        return str(known)
+    version = d.kernel_module or d.userspace
+    if not version:
+        return None
+    from doctor.matrix import current, major_minor
+
+    row = current().newest_cuda_for_driver(version)
+    return major_minor(row.get("version")) if row else None
 
 
 def render(report: Any, now: float | None = None, expiry_seconds: int = EXPIRY_SECONDS) -> str:
