@@ -178,9 +178,17 @@ def test_not_a_dockerfile_is_a_clear_error(tmp_path: Path, content: bytes, words
         read(p)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("FROMRUNENVARGCOPY pipinstallcondatorch=-_.:/$\\{}[]()'\"#<>&|;\n\t0123"
-                                              "45cu"))))
+WORDS = st.sampled_from(["pip", "install", "torch", "torch==2.5.1", "--index-url", "--extra-index-url",
+                          "https://download.pytorch.org/whl/cu121", "-r", "requirements.txt", "conda", "pytorch",
+                          "pytorch-cuda=12.1", "$X", "${X:-1}", "&&", "||", ";", ";;", "case", "\\", "'", '"', "#",
+                          "<<EOF", "EOF", "--from=0", "X=1", "[", "]", "python3", "-m", "uv", "nvidia/cuda:12.4.1-"
+                          "devel-ubuntu22.04", "AS", "a"])
+LINE = st.builds(lambda k, ws: " ".join([k, *ws]), st.sampled_from(["FROM", "RUN", "ENV", "ARG", "COPY", "run", "#"]),
+                 st.lists(WORDS, max_size=8))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(LINE, max_size=10).map("\n".join))
 def test_any_text_is_facts_or_a_clear_error(text: str) -> None:
     try:
         image = from_text("FROM python:3.11\n" + text, "Dockerfile", current())
