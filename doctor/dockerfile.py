@@ -24,7 +24,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from doctor.facts import ENV_NAMES, Cudnn, Facts, HostInfo, LibRef, LoaderInfo, PyPackage, PythonEnv, Toolkit
+from doctor.facts import (
+    ENV_NAMES,
+    Cudnn,
+    DriverInfo,
+    Facts,
+    HostInfo,
+    LibRef,
+    LoaderInfo,
+    Package,
+    PyPackage,
+    PythonEnv,
+    Toolkit,
+)
 
 MAX_BYTES = 1_000_000  # a Dockerfile or requirements file larger than this is not one
 EXTRA_ENV = ("CONDA_OVERRIDE_CUDA", "TORCH_CUDA_ARCH_LIST")
@@ -76,6 +88,8 @@ class Stage:
     env: dict[str, tuple[str, int]] = field(default_factory=dict)
     packages: dict[str, Install] = field(default_factory=dict)
     conda: bool = False
+    # apt/dnf installs: name → (version, line, manager)
+    system: dict[str, tuple[str | None, int, str]] = field(default_factory=dict)
     notes: list[tuple[int, str]] = field(default_factory=list)  # what could not be resolved, by line
 
 
@@ -273,10 +287,15 @@ def _expand(words: list[str], scope: dict[str, str], shell: dict[str, str]) -> l
     return [substitute(w, {**scope, **shell}) for w in words]
 
 
-def parse_run(script: str, line: int, scope: dict[str, str]) -> tuple[list[PipCall], list[list[str]]]:
-    """The pip-like and conda-like calls of one RUN (argv after substitution)."""
+SYSTEM_MANAGERS = {"apt-get": "dpkg", "apt": "dpkg", "yum": "rpm", "dnf": "rpm", "microdnf": "rpm", "tdnf": "rpm"}
+
+
+def parse_run(script: str, line: int, scope: dict[str, str]
+              ) -> tuple[list[PipCall], list[list[str]], list[tuple[str, list[str]]]]:
+    """The pip-like, conda-like and system package manager (apt, dnf …) install calls of one RUN."""
     pips: list[PipCall] = []
     condas: list[list[str]] = []
+    systems: list[tuple[str, list[str]]] = []
     shell: dict[str, str] = {}  # VAR=value assignments earlier in the same RUN (the first one wins: `A && X=1 || X=2`)
     for argv in commands(script):
         argv = _expand(argv, scope, shell)
@@ -296,7 +315,10 @@ def parse_run(script: str, line: int, scope: dict[str, str]) -> tuple[list[PipCa
         base = Path(argv[0]).name if argv else ""
         if base in ("conda", "mamba", "micromamba") and len(argv) > 1 and argv[1] in ("install", "create"):
             condas.append(argv[2:])
-    return pips, condas
+        if base in SYSTEM_MANAGERS and "install" in argv[1:3]:
+            systems.append((SYSTEM_MANAGERS[base], [w for w in argv[argv.index("install") + 1:]
+                                                    if not w.startswith("-")]))
+    return pips, condas, systems
 
 
 def _pip_args(argv: list[str]) -> list[str] | None:
@@ -538,8 +560,8 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
             name = words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else None
             parent = next((s for s in reversed(stages) if s.name and s.name == ref.lower()), None)
             if parent:
-                stage = Stage(name, parent.base, {}, dict(parent.env), dict(parent.packages), parent.conda,
-                              list(parent.notes))
+                stage = Stage(name, parent.base, env=dict(parent.env), packages=dict(parent.packages),
+                              conda=parent.conda, system=dict(parent.system), notes=list(parent.notes))
             else:
                 base = base_image(ref, ins.line, matrix)
                 env = {k: (substitute(v, {}), ins.line) for k, v in base.env.items()}
@@ -579,7 +601,12 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
 
 def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, context: Path | None) -> None:
     script = re.sub(r"^(--\S+\s+)+", "", _exec_form(ins.args))
-    pips, condas = parse_run(script, ins.line, scope)
+    pips, condas, systems = parse_run(script, ins.line, scope)
+    for manager, words in systems:
+        for w in words:
+            name, _, version = w.partition("=") if manager == "dpkg" else (w, "", "")
+            if re.match(r"(cuda|libcudnn|cudnn|nvidia-driver|libnvidia-compute|nvidia-utils)", name):
+                st.system[name] = (version or None, ins.line, manager)
     for call in pips:
         specs = list(call.specs)
         for req in call.requirements:
@@ -647,6 +674,25 @@ def _image(path: str, st: Stage) -> Image:
             loader = LoaderInfo(nvcc_on_path=LibRef(path="/usr/local/cuda/bin/nvcc", version=b.cuda))
     if (b.cudnn or b.cudnn_present) and not b.torch:
         cudnn.append(Cudnn(version=b.cudnn, location=f"base image {b.image}", source="image"))
+    known_cuda = {_mm(t.version) for t in toolkits}
+    for name, (version, ln, _manager) in st.system.items():
+        m = re.fullmatch(r"cuda(?:-(toolkit|nvcc|runtime|libraries|cudart))?-(\d+)-(\d+)", name)
+        if m and f"{m.group(2)}.{m.group(3)}" not in known_cuda:
+            cuda = f"{m.group(2)}.{m.group(3)}"
+            known_cuda.add(cuda)
+            nvcc = m.group(1) in (None, "toolkit", "nvcc")
+            toolkits.append(Toolkit(root=f"/usr/local/cuda-{cuda}", version=cuda, nvcc_version=cuda if nvcc else None,
+                                    source=f"dockerfile:{name}"))
+            lines[f"toolkit.{cuda}"] = ln
+            if nvcc and re.search(rf"/usr/local/cuda(-{re.escape(cuda)})?/bin", env_path) and not loader.nvcc_on_path:
+                loader = LoaderInfo(nvcc_on_path=LibRef(path=f"/usr/local/cuda-{cuda}/bin/nvcc", version=cuda))
+        m = re.fullmatch(r"(?:lib)?cudnn(\d+)(?:-cuda-\d+)?", name)
+        if m:
+            cudnn.append(Cudnn(version=(version or "").split("-")[0] or m.group(1), location=f"{name} (apt/dnf)",
+                               source="package"))
+            lines["cudnn.package"] = ln
+    drivers = [Package(name=n, version=v, manager=mgr) for n, (v, _l, mgr) in st.system.items()
+               if n.startswith(("cuda-compat", "nvidia-driver", "libnvidia-compute", "nvidia-utils"))]
     packages = {n: i.package for n, i in st.packages.items()}
     for n, inst in st.packages.items():
         lines[f"pkg.{n}"] = inst.line
@@ -673,8 +719,8 @@ def _image(path: str, st: Stage) -> Image:
         sources["toolkits"] = f"dockerfile:{path}"
     if b.source:
         sources["base"] = b.source
-    facts = Facts(host=host, toolkits=toolkits, loader=loader, cudnn=cudnn, python_envs=envs, env=env,
-                  sources=sources)
+    facts = Facts(host=host, driver=DriverInfo(packages=drivers), toolkits=toolkits, loader=loader, cudnn=cudnn,
+                  python_envs=envs, env=env, sources=sources)
     return Image(path=path, facts=facts, lines=lines, notes=list(st.notes))
 
 
@@ -700,6 +746,8 @@ def line_for(finding: Any, image: Image) -> int:
             return image.lines[f"pkg.{name}"]
     for k, ln in image.lines.items():
         if k.startswith("env.") and k[4:] in text:
+            return ln
+        if k.startswith("toolkit.") and re.search(rf"/usr/local/cuda-{re.escape(k[8:])}\b", text):
             return ln
     return image.lines["base"]
 

@@ -136,6 +136,25 @@ def test_arg_in_from_and_build_arg_override() -> None:
     assert image_of(text).facts.toolkits[0].nvcc_version is None  # runtime flavour: no nvcc
 
 
+def test_system_packages_bring_a_toolkit_cudnn_and_the_compat_package() -> None:
+    image = image_of("FROM ubuntu:22.04\nRUN apt-get update && apt-get install -y --no-install-recommends \\\n"
+                     "    cuda-toolkit-12-4 libcudnn8=8.9.7.29-1+cuda12.2 cuda-compat-12-4\n"
+                     "ENV PATH=/usr/local/cuda-12.4/bin:$PATH\n")
+    (tk,) = image.facts.toolkits
+    assert (tk.root, tk.version, tk.nvcc_version) == ("/usr/local/cuda-12.4", "12.4", "12.4")
+    assert image.facts.loader.nvcc_on_path is not None
+    assert [c.version for c in image.facts.cudnn] == ["8.9.7.29"]
+    assert [p.name for p in image.facts.driver.packages] == ["cuda-compat-12-4"]
+    assert image.lines["toolkit.12.4"] == 2
+
+
+def test_cuda_compat_in_the_image_is_named_with_the_minimum_host_driver(tmp_path: Path) -> None:
+    p = tmp_path / "Dockerfile"
+    p.write_text("FROM nvidia/cuda:12.4.1-base-ubuntu22.04\nRUN apt-get install -y cuda-compat-12-4\n")
+    done = gpu_doctor("--dockerfile", str(p), "-v")
+    assert "The image carries cuda-compat-12-4" in done.stdout
+
+
 def test_requirements_file_is_read_from_the_build_context(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("--extra-index-url https://download.pytorch.org/whl/cu118\n"
                                                "numpy<2  # pinned\ntorch==2.3.1\n")
