@@ -691,6 +691,12 @@ def _image(path: str, st: Stage) -> Image:
             cudnn.append(Cudnn(version=(version or "").split("-")[0] or m.group(1), location=f"{name} (apt/dnf)",
                                source="package"))
             lines["cudnn.package"] = ln
+    for var in ("CUDA_HOME", "CUDA_PATH"):  # as the probe does: the toolkit found through the variable says so
+        home = (st.env.get(var, ("", 0))[0] or "").rstrip("/")
+        hit = [i for i, t in enumerate(toolkits) if home and (t.root.rstrip("/") == home or (
+            home == "/usr/local/cuda" and len(toolkits) == 1))]  # the /usr/local/cuda link to the only toolkit
+        if hit and not toolkits[hit[0]].source.startswith("env:"):  # type: ignore[union-attr]
+            toolkits[hit[0]] = replace(toolkits[hit[0]], source=f"env:{var}")
     drivers = [Package(name=n, version=v, manager=mgr) for n, (v, _l, mgr) in st.system.items()
                if n.startswith(("cuda-compat", "nvidia-driver", "libnvidia-compute", "nvidia-utils"))]
     packages = {n: i.package for n, i in st.packages.items()}
@@ -732,22 +738,25 @@ def label_of(p: PyPackage) -> str:
 
 
 def line_for(finding: Any, image: Image) -> int:
-    """The Dockerfile line a finding is about: the install of a package it names, an ENV line it quotes,
-    else the FROM line of the final stage."""
-    text = " ".join([finding.title, *(f"{e.fact} {e.value}" for e in finding.evidence)])
+    """The Dockerfile line a finding is about: an ENV line its evidence quotes; else, in its title, then its
+    detail, then its evidence, the install of a package it names or the toolkit it names; else the FROM line
+    of the final stage."""
     for e in finding.evidence:
-        if e.fact.startswith("env."):
-            ln = image.lines.get(e.fact)
-            if ln:
-                return ln
+        if e.fact.startswith("env.") and image.lines.get(e.fact):
+            return image.lines[e.fact]
     pkgs = sorted((k[4:] for k in image.lines if k.startswith("pkg.")), key=len, reverse=True)
-    for name in pkgs:
-        if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text):
-            return image.lines[f"pkg.{name}"]
+    toolkits = {k[8:]: ln for k, ln in image.lines.items() if k.startswith("toolkit.")}
+    for text in (finding.title, finding.detail or "", " ".join(f"{e.fact} {e.value}" for e in finding.evidence)):
+        for name in pkgs:
+            if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text):
+                return image.lines[f"pkg.{name}"]
+        for cuda, ln in toolkits.items():
+            if re.search(rf"/usr/local/cuda-{re.escape(cuda)}\b", text):
+                return ln
+        if re.search(r"\b(CUDA toolkit|nvcc)\b", text):
+            return next(iter(toolkits.values()), image.lines["base"])
     for k, ln in image.lines.items():
-        if k.startswith("env.") and k[4:] in text:
-            return ln
-        if k.startswith("toolkit.") and re.search(rf"/usr/local/cuda-{re.escape(k[8:])}\b", text):
+        if k.startswith("env.") and k[4:] in finding.title:
             return ln
     return image.lines["base"]
 

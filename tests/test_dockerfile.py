@@ -281,6 +281,15 @@ def test_cli_json_junit_markdown_carry_the_location(broken: Path) -> None:
     assert f"{broken}:2: The image sets" in gpu_doctor("--dockerfile", str(broken), "--format", "markdown").stdout
 
 
+def test_cli_devel_image_with_a_torch_of_another_cuda_major_warns_at_the_torch_line(tmp_path: Path) -> None:
+    p = tmp_path / "Dockerfile"
+    p.write_text("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nENV CUDA_HOME=/usr/local/cuda\n"
+                 "RUN pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu118\n")
+    report = json.loads(gpu_doctor("--dockerfile", str(p), "--json").stdout)
+    (f,) = [f for f in report["findings"] if f["code"] == "framework.nvcc_mismatch_for_extensions"]
+    assert f["severity"] == "warn" and f["title"].startswith(f"{p}:3: ")
+
+
 def test_cli_our_example_gate_passes_with_the_host_driver_it_names() -> None:
     done = gpu_doctor("--dockerfile", str(OURS), "--target-gpu", "H100 80GB HBM3", "--host-driver", "535.104.05",
                       "--require", "torch>=2.4", "--require", "cuda>=12.1")
