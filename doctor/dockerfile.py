@@ -247,7 +247,8 @@ PIP_VALUE_OPTIONS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-lin
                      "--constraint", "-e", "--editable", "-t", "--target", "--prefix", "--root", "--root-user-action",
                      "--python-version", "--platform", "--only-binary", "--no-binary", "--progress-bar", "--cache-dir",
                      "--src", "--upgrade-strategy", "--trusted-host", "--timeout", "--retries", "--log", "--python",
-                     "--implementation", "--abi", "--index-strategy", "--extra-index", "--config-settings", "-C"}
+                     "--implementation", "--abi", "--index-strategy", "--extra-index", "--config-settings", "-C",
+                     "--torch-backend"}
 CONDA_VALUE_OPTIONS = {"-c", "--channel", "-n", "--name", "-p", "--prefix", "--override-channels-file", "-f", "--file"}
 
 
@@ -258,6 +259,7 @@ class PipCall:
     index_url: str | None = None
     extra_index_urls: list[str] = field(default_factory=list)
     requirements: list[str] = field(default_factory=list)
+    torch_backend: str | None = None  # uv pip install --torch-backend=cu126 | cpu | auto
     uninstall: bool = False
     text: str = ""
 
@@ -354,6 +356,8 @@ def _pip_call(words: list[str], line: int) -> PipCall:
                 call.extra_index_urls.append(value)
             elif opt in ("-r", "--requirement"):
                 call.requirements.append(value)
+            elif opt == "--torch-backend":
+                call.torch_backend = value
             continue
         if not w.startswith("-"):
             call.specs.append(w)
@@ -390,7 +394,18 @@ def resolve_torch(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, 
             pinned = s.version.split("+", 1)[0]
             local = s.version.split("+", 1)[1] if "+" in s.version else None
     main = _index_flavour(call.index_url)
+    if call.torch_backend and re.fullmatch(r"cu\d+|cpu", call.torch_backend):
+        main = call.torch_backend  # uv's --torch-backend picks the PyTorch index of that flavour
+    elif call.torch_backend:  # auto: uv picks by the build machine's driver, and an image build has none
+        notes.append((call.line, f"--torch-backend={call.torch_backend}: the flavour depends on the machine that "
+                      "builds the image; its CUDA build is unknown"))
+        return PyPackage(name="torch", version=None, cuda=None, cpu_only=None)
     extra = next((f for f in map(_index_flavour, call.extra_index_urls) if f), None)
+    if any("/nightly/" in (u or "") for u in [call.index_url, *call.extra_index_urls]) and (main or extra):
+        flavour = main or extra or ""
+        notes.append((call.line, "a nightly build of torch: its version is not in the matrix"))
+        return PyPackage(name="torch", version=None, cuda=_cu(flavour) if flavour.startswith("cu") else None,
+                         cpu_only=flavour == "cpu" or (False if flavour.startswith("cu") else None))
     releases = [r for r in (matrix.rows("pytorch", "torch") if matrix is not None else []) if r.get("version")]
 
     def ok(r: dict[str, Any]) -> bool:

@@ -7,7 +7,10 @@ Tier 3: the CLI end to end, every format pointing at the Dockerfile line.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -34,9 +37,19 @@ def image_of(text: str, tmp_path: Path | None = None, **build_args: str):  # typ
     return from_text(text, "Dockerfile", current(), context=tmp_path, build_args=build_args)
 
 
-def gpu_doctor(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "doctor", "check", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120, check=False)
+def gpu_doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    """`gpu-doctor check ARGS` in this process (the CLI's own entry point, its exit code and both streams)."""
+    from doctor.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(REPO)  # the example paths are relative to the repository
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["check", *args])
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 # --- real Dockerfiles ---------------------------------------------------------------------------
@@ -116,6 +129,9 @@ def test_plain_pip_install_torch_is_the_newest_release_default_cuda_build() -> N
     ("pip install torch==2.5.1", "2.5.1", "12.4", False),  # PyPI's Linux x86_64 wheel of 2.5.1 is the cu124 build
     ("conda install -y -c pytorch -c nvidia pytorch pytorch-cuda=12.1", None, "12.1", False),
     ("conda install -y -c pytorch pytorch cpuonly", None, None, True),
+    ("uv pip install --system --torch-backend=cu126 torch==2.7.1", "2.7.1+cu126", "12.6", False),
+    ("uv pip install --system --torch-backend=auto torch", None, None, None),  # decided by the build machine
+    ("pip install --pre torch --index-url https://download.pytorch.org/whl/nightly/cu128", None, "12.8", False),
 ])
 def test_install_lines_resolve_to_the_build_they_get_today(run: str, version: str | None, cuda: str | None,
                                                            cpu_only: bool) -> None:
