@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,13 +72,26 @@ def test_label_values_from_facts_are_escaped_not_interpreted() -> None:
 def test_active_figures_are_found_by_name_wherever_the_section_keeps_them() -> None:
     active = {"smoke": {"gpus": [{"index": 0, "matmul_tflops": 612.5, "h2d_gbs": 24.1, "ok": True},
                                  {"index": 1, "matmul_tflops": 15.0, "name": "x"}]},
-              "oom": {"allocated_gib": 70}}
+              "oom": {"allocated_gib": 70, "seconds": 3}}
     figures = set(active_figures(active))
-    assert ("smoke.gpus", "0", "matmul_tflops", 612.5) in figures
-    assert ("smoke.gpus", "1", "matmul_tflops", 15.0) in figures
-    assert ("smoke.gpus", "0", "h2d_gbs", 24.1) in figures
-    assert not any(f[2] in ("ok", "index", "allocated_gib") for f in figures)
-    assert list(active_figures(None)) == []
+    assert ("GPU 0", "matmul_tflops", "TFLOP/s", 612.5) in figures
+    assert ("GPU 1", "matmul_tflops", "TFLOP/s", 15.0) in figures
+    assert ("GPU 0", "h2d_gbs", "GB/s", 24.1) in figures
+    assert len(figures) == 3  # flags, indices, sizes and durations are not rates
+    assert active_figures(None) == []
+
+
+def test_active_figures_use_the_active_sections_own_measurements(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("doctor.facts_active")
+    fake.MEASURES = {"device_gbs": ("device memory bandwidth", "GB/s")}  # type: ignore[attr-defined]
+    fake.measurements = lambda active: {"GPU 3 device_gbs": ("NVIDIA H100", 3012.5)}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "doctor.facts_active", fake)
+    report = diagnose(make_facts())
+    report = replace(report, facts=types.SimpleNamespace(**{f: getattr(report.facts, f) for f in (
+        "driver", "gpus", "toolkits", "cudnn", "host", "python_envs")}, active=object()))
+    found = samples(render(report))
+    (s,) = found["gpu_doctor_active_value"]
+    assert (s.labels, s.value) == ({"subject": "GPU 3", "figure": "device_gbs", "unit": "GB/s"}, 3012.5)
 
 
 def test_check_output_writes_the_textfile_atomically(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ say whether the software stack can run the work. Names (all ``gpu_doctor_*``, do
 * ``gpu_doctor_findings{severity}``        findings per severity
 * ``gpu_doctor_gpus``                      GPUs visible
 * ``gpu_doctor_versions_info{…}``          1, the driver / CUDA / cuDNN / framework versions as labels
-* ``gpu_doctor_active_value{test,gpu,figure}``  figures the active tests measured, where present
+* ``gpu_doctor_active_value{subject,figure,unit}``  rates the active tests measured, where present
+  (subject "GPU 0", "torch", "nccl-tests"; figure device_gbs, fp32_tflops, bf16_tflops, nccl_busbw …)
 * ``gpu_doctor_last_run_timestamp_seconds``  when the report was made
 * fleet: ``gpu_doctor_node_status{node,status}``, ``gpu_doctor_node_ready{node}``,
   ``gpu_doctor_node_info{node,driver,cuda_driver_api,toolkit,framework,gpu_model,gpus}``,
@@ -31,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 CHECK_STATES = ("ok", "info", "warn", "fail", "skipped", "not_applicable", "crashed")
-FIGURE = re.compile(r"(tflops|gflops|gbs|gb_s|gib_s|bandwidth|busbw|algbw|bw_gbs|seconds|_ms|_s)$")
+FIGURE = re.compile(r"(tflops|gflops|gbs|gb_s|bandwidth|busbw|algbw)$")
 
 
 def versions(report: Any) -> dict[str, str]:
@@ -53,28 +54,39 @@ def versions(report: Any) -> dict[str, str]:
     return out
 
 
-def active_figures(active: Any) -> Iterator[tuple[str, str, str, float]]:
-    """(test, gpu, figure, value) for every numeric figure of the active section whose name says it is a
-    measurement (…_tflops, …_gbs, bandwidth…, …_seconds); the section's shape is walked, not assumed."""
+def active_figures(active: Any) -> list[tuple[str, str, str, float]]:
+    """(subject, figure, unit, value) for every rate the active tests measured: through the active section's
+    own ``measurements()`` (doctor.facts_active) when it exists, else by walking the section for numeric
+    fields whose name says they are a rate (…_tflops, …_gbs, busbw …)."""
     if active is None:
-        return
-    data = dataclasses.asdict(active) if dataclasses.is_dataclass(active) else active
+        return []
+    try:
+        from doctor.facts_active import MEASURES, measurements  # type: ignore[import-not-found]
+    except ImportError:
+        measurements = None
+    if measurements is not None and not isinstance(active, dict):
+        out = []
+        for label, (_name, value) in measurements(active).items():
+            subject, _, key = label.rpartition(" ")
+            out.append((subject or "node", key, MEASURES.get(key, ("", ""))[1], float(value)))
+        return out
+    return list(_walk(dataclasses.asdict(active) if dataclasses.is_dataclass(active) else active, [], ""))
 
-    def walk(node: Any, path: list[str], gpu: str) -> Iterator[tuple[str, str, str, float]]:
-        if isinstance(node, dict):
-            g = str(node["index"]) if isinstance(node.get("index"), int) else gpu
-            for k, v in node.items():
-                if isinstance(v, bool):
-                    continue
-                if isinstance(v, (int, float)) and FIGURE.search(str(k)):
-                    yield ".".join(path) or "active", g, str(k), float(v)
-                elif isinstance(v, (dict, list)):
-                    yield from walk(v, [*path, str(k)], g)
-        elif isinstance(node, list):
-            for item in node:
-                yield from walk(item, path, gpu)
 
-    yield from walk(data, [], "")
+def _walk(node: Any, path: list[str], gpu: str) -> Iterator[tuple[str, str, str, float]]:
+    if isinstance(node, dict):
+        g = str(node["index"]) if isinstance(node.get("index"), int) else gpu
+        for k, v in node.items():
+            if isinstance(v, bool):
+                continue
+            if isinstance(v, (int, float)) and FIGURE.search(str(k)):
+                unit = "TFLOP/s" if "flops" in str(k) else "GB/s" if re.search(r"gbs|gb_s|bw|bandwidth", str(k)) else ""
+                yield (f"GPU {g}" if g else ".".join(path) or "node"), str(k), unit, float(v)
+            elif isinstance(v, (dict, list)):
+                yield from _walk(v, [*path, str(k)], g)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk(item, path, gpu)
 
 
 class ReportCollector:
@@ -107,12 +119,12 @@ class ReportCollector:
                                 value=float(len([g for g in r.facts.gpus if g.source != "pci"])))
         yield InfoMetricFamily("gpu_doctor_versions", "driver, CUDA, cuDNN and framework versions",
                                value=versions(r))
-        figures = list(active_figures(getattr(r.facts, "active", None)))
+        figures = active_figures(getattr(r.facts, "active", None))
         if figures:
-            fam = GaugeMetricFamily("gpu_doctor_active_value", "figures the active tests measured",
-                                    labels=["test", "gpu", "figure"])
-            for test, gpu, name, value in figures:
-                fam.add_metric([test, gpu, name], value)
+            fam = GaugeMetricFamily("gpu_doctor_active_value", "rates the active tests measured (larger is better)",
+                                    labels=["subject", "figure", "unit"])
+            for subject, name, unit, value in figures:
+                fam.add_metric([subject, name, unit], value)
             yield fam
         yield GaugeMetricFamily("gpu_doctor_last_run_timestamp_seconds", "when this report was made",
                                 value=time.time())
