@@ -16,8 +16,8 @@ REGISTRY: list[Check] = [
     *environment.FRAMEWORK_CHECKS,
     *compat.CHECKS_FRAMEWORK,
     *environment.ENV_CHECKS,
-    *compat.CHECKS_IMAGE,
     *image.CHECKS,
+    *compat.CHECKS_IMAGE,
 ]
 
 
