@@ -312,7 +312,9 @@ def parse_run(script: str, line: int, scope: dict[str, str]
             continue
         rest = _pip_args(argv)
         if rest is not None and rest and rest[0] in ("install", "uninstall"):
-            pips.append(_pip_call(rest, line))
+            call = _pip_call(rest, line)
+            _index_from_env(call, {**scope, **shell}, uv=Path(argv[0]).name == "uv")
+            pips.append(call)
             continue
         base = Path(argv[0]).name if argv else ""
         if base in ("conda", "mamba", "micromamba") and len(argv) > 1 and argv[1] in ("install", "create"):
@@ -321,6 +323,18 @@ def parse_run(script: str, line: int, scope: dict[str, str]
             systems.append((SYSTEM_MANAGERS[base], [w for w in argv[argv.index("install") + 1:]
                                                     if not w.startswith("-")]))
     return pips, condas, systems
+
+
+def _index_from_env(call: PipCall, env: dict[str, str], uv: bool) -> None:
+    """pip and uv read their index from the environment too (ENV PIP_EXTRA_INDEX_URL=… in a Dockerfile)."""
+    names = ("UV_DEFAULT_INDEX", "UV_INDEX_URL") if uv else ("PIP_INDEX_URL",)
+    if call.index_url is None:
+        call.index_url = next((env[n] for n in names if env.get(n)), None)
+    extra = ("UV_INDEX", "UV_EXTRA_INDEX_URL") if uv else ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
+    for n in extra:
+        call.extra_index_urls += (env.get(n) or "").split()
+    if uv and call.torch_backend is None and env.get("UV_TORCH_BACKEND"):
+        call.torch_backend = env["UV_TORCH_BACKEND"]
 
 
 def _pip_args(argv: list[str]) -> list[str] | None:
@@ -509,16 +523,17 @@ def _conda_packages(args: list[str], env: dict[str, str]) -> tuple[list[PyPackag
     cuda = next((pins[k] for k in ("pytorch-cuda", "cudatoolkit", "cuda-version", "cuda") if pins.get(k)), None)
     cuda = cuda if cuda and re.fullmatch(r"\d+(\.\d+)*", cuda) else None
     out = []
-    if "pytorch" in pins:
-        cpu = "cpuonly" in pins
-        if cpu:
-            out.append(PyPackage(name="torch", version=pins["pytorch"] or None, cuda=None, cpu_only=True))
+    name = next((n for n in ("pytorch", "pytorch-gpu", "pytorch-cpu") if n in pins), None)
+    if name:
+        version = pins[name] or None
+        override = env.get("CONDA_OVERRIDE_CUDA")
+        if "cpuonly" in pins or name == "pytorch-cpu":
+            out.append(PyPackage(name="torch", version=version, cuda=None, cpu_only=True))
         elif cuda:
-            out.append(PyPackage(name="torch", version=pins["pytorch"] or None, cuda=_mm(cuda) or cuda, cpu_only=False))
+            out.append(PyPackage(name="torch", version=version, cuda=_mm(cuda) or cuda, cpu_only=False))
         else:  # conda picks the build from __cuda (CONDA_OVERRIDE_CUDA in a build without a GPU)
-            override = env.get("CONDA_OVERRIDE_CUDA")
-            out.append(PyPackage(name="torch", version=pins["pytorch"] or None, cuda=_mm(override),
-                                 cpu_only=False if override else None))
+            out.append(PyPackage(name="torch", version=version, cuda=_mm(override),
+                                 cpu_only=False if override or name == "pytorch-gpu" else None))
     return out, specs
 
 

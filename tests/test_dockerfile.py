@@ -132,11 +132,20 @@ def test_plain_pip_install_torch_is_the_newest_release_default_cuda_build() -> N
     ("uv pip install --system --torch-backend=cu126 torch==2.7.1", "2.7.1+cu126", "12.6", False),
     ("uv pip install --system --torch-backend=auto torch", None, None, None),  # decided by the build machine
     ("pip install --pre torch --index-url https://download.pytorch.org/whl/nightly/cu128", None, "12.8", False),
+    ("PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cu118 pip install torch==2.5.1", "2.5.1+cu118", "11.8",
+     False),
+    ("mamba install -y -c conda-forge pytorch-gpu cuda-version=12.4", None, "12.4", False),
 ])
 def test_install_lines_resolve_to_the_build_they_get_today(run: str, version: str | None, cuda: str | None,
                                                            cpu_only: bool) -> None:
     torch = torch_of(image_of(f"FROM ubuntu:22.04\nRUN {run}\n"))
     assert (torch.version, torch.cuda, torch.cpu_only) == (version, cuda, cpu_only)
+
+
+def test_pip_index_from_env_lines() -> None:
+    image = image_of("FROM python:3.11\nENV PIP_INDEX_URL=https://download.pytorch.org/whl/cpu\n"
+                     "RUN pip install torch==2.5.1\n")
+    assert torch_of(image).cpu_only is True
 
 
 def test_conda_override_cuda_picks_the_cuda_build_in_a_build_without_gpu() -> None:
