@@ -123,3 +123,13 @@ def test_workload_selects_the_label_gpu_doctor_writes() -> None:
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     (expr,) = terms[0]["matchExpressions"]
     assert (expr["key"], expr["operator"], expr["values"]) == (f"{PREFIX}gpu-doctor.ready", "In", ["true"])
+
+
+def test_github_workflow_runs_a_dockerfile_check_with_annotations() -> None:
+    flow = yaml.safe_load((EXAMPLES / "github" / "dockerfile-preflight.yml").read_text())
+    assert True in flow or "on" in flow  # YAML 1.1 reads the key `on` as true
+    steps = flow["jobs"]["preflight"]["steps"]
+    (gate,) = [s["run"] for s in steps if "gpu-doctor check" in s.get("run", "")]
+    args = check_args(gate)
+    assert args.dockerfile == "docker/Dockerfile" and args.format == "github"
+    assert args.host_driver and args.target_gpu
