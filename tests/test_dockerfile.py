@@ -326,6 +326,8 @@ def test_cli_our_example_gate_passes_with_the_host_driver_it_names() -> None:
     (["--dockerfile", "/nonexistent/Dockerfile"], "No such file"),
     (["--dockerfile", "examples/docker/Dockerfile", "--facts", "x.json"], "do not apply"),
     (["--dockerfile", "examples/docker/Dockerfile", "--build-arg", "NOVALUE"], "NAME=VALUE"),
+    (["--build-arg", "A=1"], "add --dockerfile"),
+    (["--dockerfile", "tests/data"], "not a file"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(args: list[str], words: str) -> None:
     done = gpu_doctor(*args)

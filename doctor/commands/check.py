@@ -37,7 +37,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         gate.add_argument("--dockerfile", metavar="PATH",
                           help="judge the image a Dockerfile builds, without building it: its base image, pip / "
                           "conda installs and ENV lines become the facts of --static (implied); findings point at "
-                          "their line")
+                          "their line. - reads standard input (the build context is then the current directory)")
         gate.add_argument("--build-arg", metavar="NAME=VALUE", action="append", default=[],
                           help="with --dockerfile: a build argument, as for `docker build` (repeatable)")
         gate.add_argument("--target-gpu", metavar="NAME", help='with --static: the GPU the image will run on '
@@ -145,6 +145,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("--facts and --from-collect-env replay a recorded machine: "
                          "--root, --python and --deep do not apply")
     requirements = _requirements(args.require)
+    if getattr(args, "build_arg", None) and not getattr(args, "dockerfile", None):
+        raise UsageError("--build-arg gives a Dockerfile's build argument: add --dockerfile")
     image = dockerfile_image(args) if getattr(args, "dockerfile", None) else None
     if image is not None:
         args.static = True
