@@ -257,7 +257,20 @@ def test_copy_from_a_stage_index_and_a_wheel_url() -> None:
                      "torch-2.1.0%2Bcu121-cp311-cp311-linux_x86_64.whl\nFROM python:3.11-slim\n"
                      "COPY --from=0 /usr/local/lib/python3.11 /usr/local/lib/python3.11\n")
     assert (torch_of(image).version, torch_of(image).cuda) == ("2.1.0+cu121", "12.1")
-    assert image.lines["pkg.torch"] == 4
+    assert image.lines["pkg.torch"] == 2  # the line that installed it, where a fix goes
+
+
+def test_copy_from_a_stage_carries_its_packages_only_with_a_python_tree() -> None:
+    text = ("FROM python:3.11 AS build\nRUN pip install torch==2.5.1\nFROM python:3.11-slim\n"
+            "COPY --from=build /app/bin /app/bin\n")
+    assert image_of(text).facts.python_envs == []
+    text += "COPY --from=build /usr/local/lib/python3.11/site-packages /usr/local/lib/python3.11/site-packages\n"
+    assert torch_of(image_of(text)).version == "2.5.1"
+
+
+def test_torch_pinned_to_major_minor_is_the_x_0_release() -> None:
+    torch = torch_of(image_of("FROM python:3.11\nRUN uv pip install torch==2.7\n"))
+    assert (torch.version, torch.cuda) == ("2.7.0", "12.6")  # PyPI's 2.7.0 Linux wheel is the cu126 build
 
 
 def test_a_base_from_a_build_argument_without_value_says_so() -> None:

@@ -24,6 +24,8 @@ from doctor.facts import (
     Toolkit,
 )
 
+# COPY --from sources that carry a Python environment (and so the packages installed in that stage)
+PYTHON_TREE = re.compile(r"site-packages|dist-packages|conda|venv|/lib/python|\.local|^/usr(/local)?/?$|^/opt/?$|^/$")
 MAX_BYTES = 1_000_000  # a Dockerfile or requirements file larger than this is not one
 EXTRA_ENV = ("CONDA_OVERRIDE_CUDA", "TORCH_CUDA_ARCH_LIST")
 PYTHON = "python3"  # the interpreter the facts name for the image's packages (a fix runs `python3 -m pip`)
@@ -217,9 +219,12 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
             src = substitute(re.search(r"--from=(\S+)", ins.args).group(1), scope).lower()  # type: ignore[union-attr]
             other = stages[int(src)] if src.isdigit() and int(src) < len(stages) - 1 else next(
                 (s for s in stages[:-1] if s.name == src), None)
-            if other:  # what that stage installed comes along (site-packages, /opt/conda are what is copied)
+            paths = [w for w in exec_form(ins.args).split() if not w.startswith("--")][:-1]  # the sources
+            if other and any(PYTHON_TREE.search(p) for p in paths):
+                # that stage's Python packages come along; each keeps the line that installed it, where a fix goes
                 for n, inst in other.packages.items():
-                    st.packages[n] = Install(inst.package, ins.line, f"COPY --from={src} ({inst.how})")
+                    if n not in st.packages or st.packages[n].package != inst.package:
+                        st.packages[n] = inst
                 st.conda = st.conda or other.conda
         elif ins.keyword == "RUN":
             _run(ins, st, scope, matrix, context)

@@ -4,6 +4,7 @@ flavour; `--extra-index-url` that flavour when the index has the release; CONDA_
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,6 +181,9 @@ def resolve_torch(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, 
     if main and main.startswith("cu"):  # only releases built for that index
         candidates = [r for r in candidates if any(mm(v.get("cuda")) == _cu(main) for v in r.get("variant", []))]
     row = max(candidates, key=lambda r: Version(r["version"]), default=None)
+    if pinned and row:  # `torch==2.7` is 2.7.0 to pip (PEP 440 pads with zeros): name it as the matrix does
+        with contextlib.suppress(InvalidVersion):
+            pinned = row["version"] if Version(row["version"]) == Version(pinned) else pinned
     version = pinned or (row or {}).get("version")
     if version is None:
         notes.append((call.line, f"{spec}: no torch release in the matrix matches; its CUDA build is unknown"))
