@@ -59,11 +59,12 @@ def env_blocks_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
     stubs = [d for d in ld.split(":") if d.rstrip("/").endswith("/stubs")]
     if stubs:
         found = True
-        yield finding("image.env_blocks_gpu", "fail",
-                      f"The image puts {stubs[0]} on LD_LIBRARY_PATH: the toolkit's stub libcuda.so is loaded "
-                      "instead of the driver's",
-                      "The stub only exists to link against; a program that loads it gets cudaErrorStubLibrary "
-                      f"(34) from every CUDA call ({STUB_DOC}).",
+        yield finding("image.env_blocks_gpu", "warn",
+                      f"The image puts {stubs[0]} on LD_LIBRARY_PATH: a program that looks libcuda up there gets "
+                      "the toolkit's stub instead of the driver's",
+                      "The stubs directory exists to link against. Loaded at run time, the stub makes every CUDA "
+                      f"call fail with cudaErrorStubLibrary (34) ({STUB_DOC}); whether a program reaches it depends "
+                      "on the name it loads and on links made in that directory.",
                       [ev(facts, "env.LD_LIBRARY_PATH", ld, "env")],
                       fix="Keep the stubs directory for linking only (LIBRARY_PATH, or -L at build time), not on "
                           "LD_LIBRARY_PATH.")
