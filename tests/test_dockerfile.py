@@ -88,6 +88,26 @@ def test_pytorch_multistage_judges_the_final_stage_and_skips_the_arm64_case_arm(
     assert image.facts.env["CONDA_PREFIX"] == "/opt/conda"
 
 
+def test_llama_cpp_nested_global_args_name_the_final_stages_base() -> None:
+    image = read(DATA / "llama-cpp-cuda.Dockerfile")
+    (tk,) = image.facts.toolkits
+    assert (tk.version, tk.nvcc_version) == ("12.4.0", None)  # the -runtime image of the final `server` stage
+    assert image.lines["base"] == 39
+
+
+def test_tgi_torch_copied_from_its_install_stage_points_at_the_install_line() -> None:
+    image = read(DATA / "tgi.Dockerfile")
+    torch = torch_of(image)
+    assert (torch.version, torch.cuda) == ("2.7.0", "12.6")  # ARG PYTORCH_VERSION=2.7; PyPI's 2.7.0 is cu126
+    assert image.lines["pkg.torch"] == 68
+
+
+def test_tgi_trtllm_runtime_puts_the_cuda_stubs_on_ld_library_path() -> None:
+    done = gpu_doctor("--dockerfile", str(DATA / "tgi-trtllm.Dockerfile"), "--format", "github")
+    assert any("line=116,title=image.env_blocks_gpu::" in ln and ln.startswith("::warning")
+               for ln in done.stdout.splitlines()), done.stdout
+
+
 def test_an_ngc_tag_without_a_matrix_row_is_unknown_not_absent() -> None:
     image = read(DATA / "yolov5.Dockerfile")
     assert "toolkits" not in image.facts.sources  # so toolkit.missing skips instead of claiming none
