@@ -200,6 +200,33 @@ def test_cuda_compat_in_the_image_is_named_with_the_minimum_host_driver(tmp_path
     assert "The image carries cuda-compat-12-4" in done.stdout
 
 
+def test_an_installed_torch_that_satisfies_is_kept_unless_upgraded() -> None:
+    base = "FROM pytorch/pytorch:2.5.0-cuda12.4-cudnn9-runtime\nRUN pip install {}\n"
+    assert torch_of(image_of(base.format("torch"))).version == "2.5.0"  # "Requirement already satisfied"
+    assert torch_of(image_of(base.format("'torch>=2.4'"))).version == "2.5.0"
+    assert torch_of(image_of(base.format("-U torch"))).version != "2.5.0"
+    assert torch_of(image_of(base.format("torch==2.5.1"))).version == "2.5.1"
+    assert torch_of(image_of(base.format("torch==2.5.0+cu118 -f https://download.pytorch.org/whl/torch_stable.html"))
+                    ).cuda == "11.8"
+
+
+def test_a_project_installed_from_the_context_brings_its_dependencies(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\ndependencies = ["torch>=2.3; '
+                                             'sys_platform == \'linux\'", "numpy", "pywin32; sys_platform == '
+                                             '\'win32\'"]\n[project.optional-dependencies]\nexport = ["onnx"]\n')
+    image = image_of("FROM python:3.11\nWORKDIR /app\nCOPY . .\nRUN pip install -e \".[export]\"\n", tmp_path)
+    names = {p.name for p in image.facts.python_envs[0].packages}
+    assert {"torch", "numpy", "onnx"} <= names and "pywin32" not in names
+    assert torch_of(image).cpu_only is False and image.lines["pkg.torch"] == 4
+
+
+def test_our_example_with_the_repository_as_context_installs_gpu_doctor_dependencies() -> None:
+    image = read(OURS, context=REPO)
+    names = {p.name for p in image.facts.python_envs[0].packages}
+    assert {"torch", "prometheus-client", "nvidia-ml-py"} <= names
+    assert image.notes == []
+
+
 def test_requirements_file_is_read_from_the_build_context(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("--extra-index-url https://download.pytorch.org/whl/cu118\n"
                                                "numpy<2  # pinned\ntorch==2.3.1\n")
@@ -360,6 +387,7 @@ def test_cli_our_example_gate_passes_with_the_host_driver_it_names() -> None:
     (["--dockerfile", "examples/docker/Dockerfile", "--facts", "x.json"], "do not apply"),
     (["--dockerfile", "examples/docker/Dockerfile", "--build-arg", "NOVALUE"], "NAME=VALUE"),
     (["--build-arg", "A=1"], "add --dockerfile"),
+    (["--dockerfile", "examples/docker/Dockerfile", "--context", "nope"], "not a directory"),
     (["--dockerfile", "tests/data"], "not a file"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(args: list[str], words: str) -> None:

@@ -40,6 +40,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                           "their line. - reads standard input (the build context is then the current directory)")
         gate.add_argument("--build-arg", metavar="NAME=VALUE", action="append", default=[],
                           help="with --dockerfile: a build argument, as for `docker build` (repeatable)")
+        gate.add_argument("--context", metavar="DIR", help="with --dockerfile: the build context requirements files "
+                          "and projects are read from, as `docker build DIR` (default: the Dockerfile's directory)")
         gate.add_argument("--target-gpu", metavar="NAME", help='with --static: the GPU the image will run on '
                           '(e.g. "H100 80GB HBM3"), for the arch checks')
         gate.add_argument("--target-cc", metavar="X.Y", help="with --static: the compute capability instead of a name")
@@ -145,8 +147,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("--facts and --from-collect-env replay a recorded machine: "
                          "--root, --python and --deep do not apply")
     requirements = _requirements(args.require)
-    if getattr(args, "build_arg", None) and not getattr(args, "dockerfile", None):
-        raise UsageError("--build-arg gives a Dockerfile's build argument: add --dockerfile")
+    if (getattr(args, "build_arg", None) or getattr(args, "context", None)) and not getattr(args, "dockerfile", None):
+        raise UsageError("--build-arg and --context describe a Dockerfile's build: add --dockerfile")
     image = dockerfile_image(args) if getattr(args, "dockerfile", None) else None
     if image is not None:
         args.static = True
@@ -208,8 +210,11 @@ def dockerfile_image(args: argparse.Namespace) -> Any:
         build_args[name] = value
     from doctor.dockerfile import DockerfileError, read
 
+    context = Path(args.context) if getattr(args, "context", None) else None
+    if context is not None and not context.is_dir():
+        raise UsageError(f"--context {args.context}: not a directory")
     try:
-        return read(args.dockerfile, build_args=build_args)
+        return read(args.dockerfile, build_args=build_args, context=context)
     except DockerfileError as exc:
         raise UsageError(f"--dockerfile {exc}") from None
 

@@ -3,12 +3,13 @@ what RUN lines install (installs.py), `COPY --from` and `FROM <stage>` inheritan
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from doctor.dockerfile.installs import PipCall, conda_packages, mm, parse_run, pip_package, spec_name
+from doctor.dockerfile.installs import PipCall, conda_packages, mm, parse_run, pip_package, satisfied, spec_name
 from doctor.dockerfile.syntax import Instruction, exec_form, key_values, read_instructions, substitute
 from doctor.facts import (
     ENV_NAMES,
@@ -72,6 +73,16 @@ class Stage:
     # apt/dnf installs: name → (version, line, manager)
     system: dict[str, tuple[str | None, int, str]] = field(default_factory=dict)
     notes: list[tuple[int, str]] = field(default_factory=list)  # what could not be resolved, by line
+    workdir: str = "/"
+    copied: dict[str, str] = field(default_factory=dict)  # COPY from the build context: image path → context path
+
+    def context_path(self, path: str) -> str | None:
+        """Where a path of the image came from in the build context (COPY . /app → /app/x is ./x)."""
+        full = posixpath.normpath(posixpath.join(self.workdir, path))
+        for dest in sorted(self.copied, key=len, reverse=True):
+            if full == dest or full.startswith(dest.rstrip("/") + "/"):
+                return posixpath.normpath(posixpath.join(self.copied[dest], full[len(dest):].lstrip("/")))
+        return None
 
 
 @dataclass(frozen=True)
@@ -140,7 +151,8 @@ def _os_id(word: str) -> str:
 # --- the stages ---------------------------------------------------------------------------------
 
 
-def read(path: str | Path, matrix: Any = None, build_args: dict[str, str] | None = None) -> Image:
+def read(path: str | Path, matrix: Any = None, build_args: dict[str, str] | None = None,
+         context: Path | None = None) -> Image:
     """The final stage of the Dockerfile at ``path`` as facts. Raises DockerfileError on unreadable input."""
     if str(path) == "-":  # standard input; the build context is the current directory
         import sys
@@ -148,8 +160,8 @@ def read(path: str | Path, matrix: Any = None, build_args: dict[str, str] | None
         raw = sys.stdin.buffer.read(MAX_BYTES + 1)
         if len(raw) > MAX_BYTES or b"\0" in raw:
             raise DockerfileError("-: not a Dockerfile (binary, or larger than 1 MB)")
-        return from_text(raw.decode("utf-8", errors="replace"), "Dockerfile", matrix or _current(), context=Path.cwd(),
-                         build_args=build_args)
+        return from_text(raw.decode("utf-8", errors="replace"), "Dockerfile", matrix or _current(),
+                         context=context or Path.cwd(), build_args=build_args)
     p = Path(path)
     try:
         if not p.is_file():
@@ -162,7 +174,7 @@ def read(path: str | Path, matrix: Any = None, build_args: dict[str, str] | None
     if b"\0" in raw:
         raise DockerfileError(f"{path}: a binary file, not a Dockerfile")
     text = raw.decode("utf-8", errors="replace")
-    return from_text(text, str(path), matrix or _current(), context=p.parent, build_args=build_args)
+    return from_text(text, str(path), matrix or _current(), context=context or p.parent, build_args=build_args)
 
 
 def _current() -> Any:
@@ -191,11 +203,16 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
             parent = next((s for s in reversed(stages) if s.name and s.name == ref.lower()), None)
             if parent:
                 stage = Stage(name, parent.base, env=dict(parent.env), packages=dict(parent.packages),
-                              conda=parent.conda, system=dict(parent.system), notes=list(parent.notes))
+                              conda=parent.conda, system=dict(parent.system), notes=list(parent.notes),
+                              workdir=parent.workdir, copied=dict(parent.copied))
             else:
                 base = base_image(ref, ins.line, matrix)
                 env = {k: (substitute(v, {}), ins.line) for k, v in base.env.items()}
                 stage = Stage(name, base, env=env)
+                if base.torch:  # the image's own torch, which a later `pip install torch` keeps when it satisfies
+                    stage.packages["torch"] = Install(PyPackage(name="torch", version=base.torch, cuda=mm(base.cuda),
+                                                                cudnn=base.cudnn, cpu_only=False), ins.line,
+                                                      f"base image {ref}")
                 if not ref or "$" in ref:
                     stage.notes.append((ins.line, f"base image {words[0] if words else '?'}: a build argument "
                                         "without a value (give it with --build-arg); what the base holds is unknown"))
@@ -215,6 +232,13 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
             for k, v in key_values(ins.args):
                 st.env[k] = (substitute(v, {**scope, k: st.env.get(k, ("", 0))[0]}), ins.line)
                 scope[k] = st.env[k][0]
+        elif ins.keyword == "WORKDIR":
+            st.workdir = posixpath.normpath(posixpath.join(st.workdir, substitute(ins.args.strip(), scope)))
+        elif ins.keyword in ("COPY", "ADD") and "--from=" not in ins.args:
+            words = [substitute(w, scope) for w in exec_form(ins.args).split() if not w.startswith("--")]
+            if len(words) == 2 and "://" not in words[0]:
+                dest = posixpath.normpath(posixpath.join(st.workdir, words[1]))
+                st.copied[dest] = posixpath.normpath(words[0])
         elif ins.keyword == "COPY" and "--from=" in ins.args:
             src = substitute(re.search(r"--from=(\S+)", ins.args).group(1), scope).lower()  # type: ignore[union-attr]
             other = stages[int(src)] if src.isdigit() and int(src) < len(stages) - 1 else next(
@@ -241,18 +265,27 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
             if re.match(r"(cuda|libcudnn|cudnn|nvidia-driver|libnvidia-compute|nvidia-utils)", name):
                 st.system[name] = (version or None, ins.line, manager)
     for call in pips:
-        specs = list(call.specs)
+        specs = [(s, call.upgrade) for s in call.specs if not _is_path(s)]
         for req in call.requirements:
-            specs += _requirements(req, context, ins.line, st.notes, call)
-        for spec in specs:
+            specs += [(s, call.upgrade) for s in _requirements(req, context, ins.line, st.notes, call)]
+        for path in (s for s in call.specs if _is_path(s)):  # a project: its dependencies, installed only if needed
+            where = st.context_path(path.split("[", 1)[0])
+            extras = "[" + path.split("[", 1)[1] if "[" in path else ""
+            specs += [(s, False) for s in _project_dependencies((where or path) + extras, context, ins.line,
+                                                                   st.notes)]
+        for spec, upgrade in specs:
             if call.uninstall:
                 name = spec_name(spec)
                 if name:
                     st.packages.pop(name, None)
                 continue
             pkg = pip_package(spec, call, matrix, st.notes)
-            if pkg:
-                st.packages[pkg.name] = Install(pkg, ins.line, f"pip {call.text}")
+            if not pkg:
+                continue
+            have = st.packages.get(pkg.name)
+            if have and not upgrade and satisfied(have.package, spec):
+                continue  # pip keeps what is installed
+            st.packages[pkg.name] = Install(pkg, ins.line, f"pip {call.text}")
     for words in condas:
         st.conda = True
         pkgs, _specs = conda_packages(words, {k: v for k, (v, _l) in st.env.items()} | scope)
@@ -260,6 +293,56 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
             st.packages[pkg.name] = Install(pkg, ins.line, "conda install " + " ".join(words)[:120])
     if re.search(r"\bconda\b", script):
         st.conda = True
+
+
+def _is_path(spec: str) -> bool:
+    return spec.split("[", 1)[0] in (".", "..") or (spec.startswith(("./", "../", "/")) and not spec.endswith(".whl"))
+
+
+def _project_dependencies(spec: str, context: Path | None, line: int, notes: list[tuple[int, str]]) -> list[str]:
+    """`pip install .[extra]` / `-e .`: the [project] dependencies (and the extras asked for) of the
+    pyproject.toml in the build context (the COPY'd project; its path is taken relative to the context)."""
+    path, _, extras = spec.partition("[")
+    wanted = {e.strip() for e in extras.rstrip("]").split(",") if e.strip()}
+    root = (context / path.lstrip("/")) if context is not None else None
+    if root is None or not (root / "pyproject.toml").is_file():
+        notes.append((line, f"pip install {spec}: no pyproject.toml for it in the build context; what it installs "
+                      "is unknown"))
+        return []
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = tomllib.loads((root / "pyproject.toml").read_bytes()[:MAX_BYTES].decode("utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return []
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    deps = [d for d in project.get("dependencies", []) if isinstance(d, str)]
+    optional = project.get("optional-dependencies") if isinstance(project.get("optional-dependencies"), dict) else {}
+    for extra in wanted:
+        deps += [d for d in optional.get(extra, []) if isinstance(d, str)]
+    if not deps and "dependencies" in project.get("dynamic", []):
+        notes.append((line, f"pip install {spec}: its dependencies are dynamic (setup.py); what it installs is "
+                      "unknown"))
+    return [d.split(";", 1)[0].strip() for d in deps if _applies(d)]
+
+
+def _applies(requirement: str) -> bool:
+    """A dependency's environment marker, judged for the image (Linux x86_64)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        marker = Requirement(requirement).marker
+    except InvalidRequirement:
+        return False
+    if marker is None:
+        return True
+    try:
+        return bool(marker.evaluate({"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+                                     "os_name": "posix", "extra": ""}))
+    except Exception:  # an undefined variable or malformed marker: count it in
+        return True
 
 
 def _requirements(name: str, context: Path | None, line: int, notes: list[tuple[int, str]], call: PipCall,
@@ -335,9 +418,6 @@ def _image(path: str, st: Stage) -> Image:
     packages = {n: i.package for n, i in st.packages.items()}
     for n, inst in st.packages.items():
         lines[f"pkg.{n}"] = inst.line
-    if b.torch and "torch" not in packages:
-        packages["torch"] = PyPackage(name="torch", version=b.torch, cuda=mm(b.cuda), cudnn=b.cudnn, cpu_only=False)
-        lines["pkg.torch"] = b.line
     for n, p in packages.items():
         if p.cudnn and n == "torch" and not any(c.source == "pip" for c in cudnn):
             cudnn.append(Cudnn(version=p.cudnn, location=f"{PYTHON} [{label_of(p)}]", source="pip"))

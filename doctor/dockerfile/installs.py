@@ -30,6 +30,7 @@ class PipCall:
     extra_index_urls: list[str] = field(default_factory=list)
     requirements: list[str] = field(default_factory=list)
     torch_backend: str | None = None  # uv pip install --torch-backend=cu126 | cpu | auto
+    upgrade: bool = False  # -U / --force-reinstall / --reinstall: an installed package that satisfies is replaced
     uninstall: bool = False
     text: str = ""
 
@@ -121,11 +122,38 @@ def _pip_call(words: list[str], line: int) -> PipCall:
                 call.requirements.append(value)
             elif opt == "--torch-backend":
                 call.torch_backend = value
+            elif opt in ("-e", "--editable"):
+                call.specs.append(value)
             continue
-        if not w.startswith("-"):
+        if w in ("-U", "--upgrade", "--force-reinstall", "-I", "--ignore-installed", "--reinstall"):
+            call.upgrade = True
+        elif not w.startswith("-"):
             call.specs.append(w)
         i += 1
     return call
+
+
+def satisfied(installed: PyPackage, spec: str) -> bool:
+    """Does an installed package already satisfy a requirement? pip (and uv) then leave it alone unless
+    told to upgrade: `pip install torch` on an image that has torch keeps that torch."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        req = Requirement(spec)
+    except InvalidRequirement:
+        return False
+    if not req.specifier:
+        return True
+    if not installed.version:
+        return False  # unknown: the pinned install is what the image gets
+    version = installed.version
+    if "+" not in version and installed.cuda and any("+" in s.version for s in req.specifier):
+        version += "+cu" + installed.cuda.replace(".", "")
+    try:
+        return req.specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return False
 
 
 _INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|cpu|rocm[\d.]+)\b")
