@@ -227,6 +227,18 @@ def test_our_example_with_the_repository_as_context_installs_gpu_doctor_dependen
     assert image.notes == []
 
 
+def test_conda_environment_file_from_the_context(tmp_path: Path) -> None:
+    (tmp_path / "environment.yml").write_text("name: ml\nchannels:\n  - pytorch\n  - nvidia\ndependencies:\n"
+                                              "  - python=3.10\n  - pytorch=2.1.0\n  - pytorch-cuda=12.1  # CUDA\n"
+                                              "  - pip\n  - pip:\n      - transformers==4.40.0\n")
+    image = image_of("FROM continuumio/miniconda3\nCOPY environment.yml /tmp/env.yml\n"
+                     "RUN conda env create -f /tmp/env.yml\n", tmp_path)
+    torch = torch_of(image)
+    assert (torch.version, torch.cuda, torch.cpu_only) == ("2.1.0", "12.1", False)
+    assert "transformers" in {p.name for p in image.facts.python_envs[0].packages}
+    assert image.lines["pkg.torch"] == 3 and image.facts.env["CONDA_PREFIX"] == "/opt/conda"
+
+
 def test_requirements_file_is_read_from_the_build_context(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("--extra-index-url https://download.pytorch.org/whl/cu118\n"
                                                "numpy<2  # pinned\ntorch==2.3.1\n")

@@ -9,7 +9,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from doctor.dockerfile.installs import PipCall, conda_packages, mm, parse_run, pip_package, satisfied, spec_name
+from doctor.dockerfile.installs import (
+    PipCall,
+    conda_packages,
+    environment_file,
+    mm,
+    parse_run,
+    pip_package,
+    satisfied,
+    spec_name,
+)
 from doctor.dockerfile.syntax import Instruction, exec_form, key_values, read_instructions, substitute
 from doctor.facts import (
     ENV_NAMES,
@@ -286,13 +295,38 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
             if have and not upgrade and satisfied(have.package, spec):
                 continue  # pip keeps what is installed
             st.packages[pkg.name] = Install(pkg, ins.line, f"pip {call.text}")
+    env = {k: v for k, (v, _l) in st.env.items()} | scope
     for words in condas:
         st.conda = True
-        pkgs, _specs = conda_packages(words, {k: v for k, (v, _l) in st.env.items()} | scope)
+        pip_specs: list[str] = []
+        if words[:1] == ["--env-file"]:
+            text = _context_file(words[1], st, context, ins.line)
+            if text is None:
+                continue
+            words, pip_specs = environment_file(text)
+        pkgs, _specs = conda_packages(words, env)
         for pkg in pkgs:
             st.packages[pkg.name] = Install(pkg, ins.line, "conda install " + " ".join(words)[:120])
+        for spec in pip_specs:
+            pkg = pip_package(spec, PipCall(line=ins.line, specs=[]), matrix, st.notes)
+            if pkg and not (pkg.name in st.packages and satisfied(st.packages[pkg.name].package, spec)):
+                st.packages[pkg.name] = Install(pkg, ins.line, f"environment file: pip {spec}")
     if re.search(r"\bconda\b", script):
         st.conda = True
+
+
+def _context_file(name: str, st: Stage, context: Path | None, line: int) -> str | None:
+    """A file the image got from the build context (through its COPY lines, else by its name)."""
+    rel = st.context_path(name) or name
+    path = next((p for p in ([context / rel.lstrip("/"), context / Path(name).name] if context else [])
+                 if p.is_file()), None)
+    if path is None:
+        st.notes.append((line, f"{name}: not found in the build context; what it installs is unknown"))
+        return None
+    try:
+        return path.read_bytes()[:MAX_BYTES].decode("utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def _is_path(spec: str) -> bool:

@@ -67,8 +67,16 @@ def parse_run(script: str, line: int, scope: dict[str, str]
             pips.append(call)
             continue
         base = Path(argv[0]).name if argv else ""
-        if base in ("conda", "mamba", "micromamba") and len(argv) > 1 and argv[1] in ("install", "create"):
-            condas.append(argv[2:])
+        if base in ("conda", "mamba", "micromamba") and len(argv) > 1:
+            sub = argv[2:] if argv[1] == "env" else argv[1:]  # `conda env create -f environment.yml`
+            if sub and sub[0] in ("install", "create", "update"):
+                files = [w.split("=", 1)[1] if "=" in w else (sub[i + 1] if i + 1 < len(sub) else "")
+                         for i, w in enumerate(sub) if w in ("-f", "--file") or w.startswith("--file=")]
+                if argv[1] == "env" and not files:
+                    files = ["environment.yml"]
+                condas += [["--env-file", f] for f in files if f]
+                if argv[1] != "env":
+                    condas.append(sub[1:])
         if base in SYSTEM_MANAGERS and "install" in argv[1:3]:
             systems.append((SYSTEM_MANAGERS[base], [w for w in argv[argv.index("install") + 1:]
                                                     if not w.startswith("-")]))
@@ -283,6 +291,37 @@ def pip_package(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, st
         return PyPackage(name=name, version=version,
                          cuda=cm.group(1) if cm.group(2) == "x" else f"{cm.group(1)}.{cm.group(2)}", cpu_only=False)
     return PyPackage(name=name, version=version)
+
+
+def environment_file(text: str) -> tuple[list[str], list[str]]:
+    """(conda specs, pip specs) of a conda environment.yml: the `dependencies:` list and its `- pip:` list.
+    A small reader for this one shape, so no YAML library is needed."""
+    conda: list[str] = []
+    pip: list[str] = []
+    in_deps = False
+    pip_indent: int | None = None
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].rstrip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            in_deps = line.startswith("dependencies:")
+            pip_indent = None
+            continue
+        item = line.strip()
+        if not in_deps or not item.startswith("- "):
+            continue
+        value = item[2:].strip().strip("'\"")
+        if pip_indent is not None and indent > pip_indent:
+            pip.append(value)
+            continue
+        pip_indent = None
+        if value.rstrip(":") == "pip" and value.endswith(":"):
+            pip_indent = indent
+        else:
+            conda.append(value)
+    return conda, pip
 
 
 def conda_packages(args: list[str], env: dict[str, str]) -> tuple[list[PyPackage], list[str]]:
