@@ -133,6 +133,14 @@ def test_every_real_dockerfile_gives_facts_that_match_the_schema(path: Path) -> 
 # --- resolution rules, line by line ------------------------------------------------------------
 
 
+def test_plain_pip_install_torch_is_the_newest_release_for_the_images_python() -> None:
+    releases = current().rows("pytorch", "torch")
+    newest_for_39 = max((r for r in releases if r.get("python") in (">=3.8.0", ">=3.9", ">=3.9.0", ">=3.7.0")),
+                        key=lambda r: tuple(int(x) for x in r["version"].split(".")))
+    torch = torch_of(image_of("FROM python:3.9-slim\nRUN pip install torch\n"))
+    assert (torch.version, torch.cuda) == (newest_for_39["version"], newest_for_39["default_cuda"])
+
+
 def test_plain_pip_install_torch_is_the_newest_release_default_cuda_build() -> None:
     newest = max(current().rows("pytorch", "torch"), key=lambda r: tuple(int(x) for x in r["version"].split(".")))
     torch = torch_of(image_of("FROM python:3.12-slim\nRUN pip install torch\n"))

@@ -274,6 +274,7 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
             if re.match(r"(cuda|libcudnn|cudnn|nvidia-driver|libnvidia-compute|nvidia-utils)", name):
                 st.system[name] = (version or None, ins.line, manager)
     for call in pips:
+        call.python = st.base.python
         specs = [(s, call.upgrade) for s in call.specs if not _is_path(s)]
         for req in call.requirements:
             specs += [(s, call.upgrade) for s in _requirements(req, context, ins.line, st.notes, call)]

@@ -31,6 +31,7 @@ class PipCall:
     requirements: list[str] = field(default_factory=list)
     torch_backend: str | None = None  # uv pip install --torch-backend=cu126 | cpu | auto
     upgrade: bool = False  # -U / --force-reinstall / --reinstall: an installed package that satisfies is replaced
+    python: str | None = None  # the image's Python version, when the base says (python:3.10 → 3.10)
     uninstall: bool = False
     text: str = ""
 
@@ -177,6 +178,19 @@ def _cu(flavour: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}"
 
 
+def _runs_on(row: dict[str, Any], python: str | None) -> bool:
+    """Does this release's Requires-Python admit the image's Python (unknown: yes)?"""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if not python or not row.get("python"):
+        return True
+    try:
+        return SpecifierSet(str(row["python"])).contains(Version(python))
+    except (InvalidSpecifier, InvalidVersion):
+        return True
+
+
 def resolve_torch(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, str]]) -> PyPackage | None:
     """What `pip install <spec>` of torch gets today on Linux x86_64, by the matrix."""
     from packaging.requirements import InvalidRequirement, Requirement
@@ -213,7 +227,7 @@ def resolve_torch(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, 
         except InvalidVersion:
             return False
 
-    candidates = [r for r in releases if ok(r)]
+    candidates = [r for r in releases if ok(r) and _runs_on(r, call.python)]
     if main and main.startswith("cu"):  # only releases built for that index
         candidates = [r for r in candidates if any(mm(v.get("cuda")) == _cu(main) for v in r.get("variant", []))]
     row = max(candidates, key=lambda r: Version(r["version"]), default=None)
