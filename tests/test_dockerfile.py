@@ -247,6 +247,15 @@ def test_conda_environment_file_from_the_context(tmp_path: Path) -> None:
     assert image.lines["pkg.torch"] == 3 and image.facts.env["CONDA_PREFIX"] == "/opt/conda"
 
 
+@pytest.mark.parametrize("run", ["./install.sh", "bash scripts/setup_cuda.sh --yes", "curl -fsSL https://x/i | sh",
+                                 'sh -c "$(curl -fsSL https://x/i)"'])
+def test_a_script_makes_the_toolkits_unknown_not_absent(run: str) -> None:
+    image = image_of(f"FROM ubuntu:22.04\nRUN apt-get update && {run}\n")
+    assert "toolkits" not in image.facts.sources
+    assert image.notes and image.notes[0][0] == 2
+    assert "toolkits" in image_of("FROM ubuntu:22.04\nRUN apt-get update && make install\n").facts.sources
+
+
 def test_requirements_file_is_read_from_the_build_context(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("--extra-index-url https://download.pytorch.org/whl/cu118\n"
                                                "numpy<2  # pinned\ntorch==2.3.1\n")

@@ -34,6 +34,9 @@ from doctor.facts import (
     Toolkit,
 )
 
+# A RUN that hands over to a script: `./install.sh`, `bash setup.sh`, `curl … | sh`, `sh -c "$(curl …)"`
+OPAQUE = re.compile(r"(^|[;&|(]\s*|\s)(\./[\w.-]+|(ba|z)?sh\s+(-\w+\s+)*[\w./~-]+\.sh)\b|\|\s*(sudo\s+)?(ba)?sh\b|"
+                    r"\$\((curl|wget)\b")
 # COPY --from sources that carry a Python environment (and so the packages installed in that stage)
 PYTHON_TREE = re.compile(r"site-packages|dist-packages|conda|venv|/lib/python|\.local|^/usr(/local)?/?$|^/opt/?$|^/$")
 MAX_BYTES = 1_000_000  # a Dockerfile or requirements file larger than this is not one
@@ -83,6 +86,7 @@ class Stage:
     system: dict[str, tuple[str | None, int, str]] = field(default_factory=dict)
     notes: list[tuple[int, str]] = field(default_factory=list)  # what could not be resolved, by line
     workdir: str = "/"
+    opaque: int = 0  # the first line that runs a script (./install.sh, curl … | sh): what it installs is unknown
     copied: dict[str, str] = field(default_factory=dict)  # COPY from the build context: image path → context path
 
     def context_path(self, path: str) -> str | None:
@@ -213,7 +217,7 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
             if parent:
                 stage = Stage(name, parent.base, env=dict(parent.env), packages=dict(parent.packages),
                               conda=parent.conda, system=dict(parent.system), notes=list(parent.notes),
-                              workdir=parent.workdir, copied=dict(parent.copied))
+                              workdir=parent.workdir, copied=dict(parent.copied), opaque=parent.opaque)
             else:
                 base = base_image(ref, ins.line, matrix)
                 env = {k: (substitute(v, {}), ins.line) for k, v in base.env.items()}
@@ -259,6 +263,7 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
                     if n not in st.packages or st.packages[n].package != inst.package:
                         st.packages[n] = inst
                 st.conda = st.conda or other.conda
+                st.opaque = st.opaque or other.opaque  # a tree a script filled may hold anything
         elif ins.keyword == "RUN":
             _run(ins, st, scope, matrix, context)
     final = stages[-1]
@@ -314,6 +319,10 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
                 st.packages[pkg.name] = Install(pkg, ins.line, f"environment file: pip {spec}")
     if re.search(r"\bconda\b", script):
         st.conda = True
+    if OPAQUE.search(script) and not st.opaque:
+        st.opaque = ins.line
+        st.notes.append((ins.line, "runs a script gpu-doctor does not read: what it installs (a CUDA toolkit, "
+                         "frameworks) is unknown"))
 
 
 def _context_file(name: str, st: Stage, context: Path | None, line: int) -> str | None:
@@ -469,7 +478,7 @@ def _image(path: str, st: Stage) -> Image:
                     os_pretty=f"Dockerfile {path} (final stage FROM {b.image})", container="docker")
     # An unknown base image may hold a toolkit: only a known one lets "no toolkit" mean absent.
     sources = {"python_envs": f"dockerfile:{path}", "env": f"dockerfile:{path}"}
-    if b.known:
+    if b.known and not st.opaque:  # only then does "no toolkit here" mean none
         sources["toolkits"] = f"dockerfile:{path}"
     if b.source:
         sources["base"] = b.source
