@@ -108,6 +108,15 @@ def test_tgi_trtllm_runtime_puts_the_cuda_stubs_on_ld_library_path() -> None:
                for ln in done.stdout.splitlines()), done.stdout
 
 
+def test_deepspeed_devel_cuda_12_with_torch_1_13_cannot_build_extensions() -> None:
+    torch = torch_of(read(DATA / "deepspeed.Dockerfile"))
+    assert (torch.version, torch.cuda) == ("1.13.0", "11.7")  # ENV PYTORCH_VERSION=1.13.0; PyPI's 1.13.0 is cu117
+    report = json.loads(gpu_doctor("--dockerfile", str(DATA / "deepspeed.Dockerfile"), "--json").stdout)
+    (f,) = [f for f in report["findings"] if f["code"] == "framework.nvcc_mismatch_for_extensions"]
+    assert f["severity"] == "warn" and f["title"].endswith("building CUDA extensions will fail")
+    assert ".Dockerfile:154: " in f["title"]
+
+
 def test_an_ngc_tag_without_a_matrix_row_is_unknown_not_absent() -> None:
     image = read(DATA / "yolov5.Dockerfile")
     assert "toolkits" not in image.facts.sources  # so toolkit.missing skips instead of claiming none
