@@ -186,6 +186,18 @@ def _has(texts: tuple[str, ...], needles: tuple[str, ...]) -> str | None:
     return next((t for t in texts for n in needles if n in t), None)
 
 
+def _original(facts: Facts, lowered: str) -> str:
+    """The error text as the snapshot wrote it (matching is done lower-cased)."""
+    raw = [facts.driver.nvml_error, facts.driver.cuda_init_error, *(e.reason for e in facts.errors),
+           *(p.deep.error for env in facts.python_envs for p in env.packages if p.deep and p.deep.error)]
+    return next((t for t in raw if t and t.lower() == lowered), lowered)
+
+
+def windows_driver(facts: Facts) -> bool:
+    """The driver is a Windows one (numbered differently from Linux): under WSL2, or on native Windows."""
+    return bool(facts.host.wsl) or facts.host.os_id == "windows"
+
+
 def probed(facts: Facts, what: str) -> bool:
     return what in facts.sources
 
@@ -238,7 +250,8 @@ def _userspace(facts: Facts, texts: tuple[str, ...]) -> Belief:
         return Belief(True, "; ".join(reasons), tuple(evidence))
     said = _has(texts, NO_DRIVER_TEXTS) or _has(tuple(t.lower() for t in (d.nvml_error,) if t), NVML_NO_LIBRARY)
     if said:
-        return Belief(False, f"explicit: {said!r}", (Evidence("errors", said, None),))
+        said = _original(facts, said)
+        return Belief(False, f"the facts say so: {said!r}", (Evidence("errors", said, None),))
     if probed(facts, "driver") and not facts.host.container:
         return Belief(False, "the probes found no NVIDIA library, kernel module or driver package",
                       (_ev(facts, "driver.userspace", None), _ev(facts, "driver.kernel_module", None),
@@ -273,7 +286,7 @@ def _module_loaded(facts: Facts, texts: tuple[str, ...]) -> Belief:
             ev.append(_ev(facts, "driver.nvml_error", d.nvml_error))
         if d.cuda_init_error:
             ev.append(_ev(facts, "driver.cuda_init_error", d.cuda_init_error))
-        return Belief(False, f"explicit: {not_loaded!r}", tuple(ev))
+        return Belief(False, f"the facts say so: {_original(facts, not_loaded)!r}", tuple(ev))
     if d.module_loaded:
         yes.append(("/proc/modules lists nvidia", _ev(facts, "driver.module_loaded", True)))
     if d.kernel_module:

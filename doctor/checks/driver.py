@@ -53,8 +53,9 @@ def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if b.gpu_on_bus.unknown:
         yield finding(
             "driver.missing", "fail", "No NVIDIA driver is installed",
-            f"{installed.why[0].upper()}{installed.why[1:]}. Whether a GPU is attached is unknown here: the PCI "
-            "bus could not be read.",
+            f"{installed.why[0].upper()}{installed.why[1:]}. Whether a GPU is attached is unknown here: "
+            + ("the PCI bus could not be read." if beliefs.live_probed(facts, "driver") else
+               "the report does not say."),
             [*evidence, ev(facts, "host.pci_nvidia_gpus")],
             fix="Check `lspci -nn | grep -i nvidia` for the GPU, then install the NVIDIA driver "
                 "(`gpu-doctor fix` writes the commands).",
