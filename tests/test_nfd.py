@@ -118,3 +118,10 @@ def test_the_daemonset_command_labels_a_healthy_host_ready(host_without_gpu_acce
     assert (code, got[f"{PREFIX}gpu-doctor.ready"]) == (0, "true"), got
     assert got[f"{PREFIX}gpu-doctor.driver"] == "535.54.03"
     assert got[f"{PREFIX}gpu-doctor.cuda"] == "12.2"  # no libcuda call in the pod: 535.54.03 runs CUDA 12.2 natively
+
+
+def test_a_node_with_too_little_evidence_is_not_labelled_ready() -> None:
+    from doctor.facts import Facts
+
+    got = parse(render(diagnose(Facts())))
+    assert (got[f"{PREFIX}gpu-doctor.ready"], got[f"{PREFIX}gpu-doctor.status"]) == ("false", "unknown")

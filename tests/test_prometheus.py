@@ -132,3 +132,13 @@ def test_output_into_a_missing_directory_is_a_usage_error(fmt: str) -> None:
                "--output", "/nonexistent-dir/out")
     assert done.returncode == 2
     assert "--output" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_report_with_too_little_evidence_is_not_ready() -> None:
+    from doctor.facts import Facts
+
+    report = diagnose(Facts())
+    assert report.status == "unknown"
+    found = samples(render(report))
+    assert value(found, "gpu_doctor_ready") == 0
+    assert value(found, "gpu_doctor_status", status="unknown") == 1

@@ -11,8 +11,8 @@ Kubernetes label syntax (apimachinery validation): a name is 1–63 characters, 
 ``[A-Za-z0-9]`` at the ends and ``[-_.A-Za-z0-9]`` between; a value that cannot be written so is left out.
 
 Labels (``feature.node.kubernetes.io/`` +):
-  gpu-doctor.ready=true|false       no check fails
-  gpu-doctor.status=ok|warn|fail
+  gpu-doctor.ready=true|false       no check fails, and there was evidence to say so
+  gpu-doctor.status=ok|warn|fail|unknown
   gpu-doctor.failing=<area>         the first failing area (driver, gpus, cuda-toolkit, cudnn, frameworks, …)
   gpu-doctor.failing.<area>=true    one per failing area
   gpu-doctor.driver=<version>       the driver's version
@@ -55,7 +55,7 @@ def labels(report: Any) -> dict[str, str]:
     for f in report.findings:
         if f.severity == "fail" and slug(f.area) not in failing:
             failing.append(slug(f.area))
-    out = {"gpu-doctor.ready": "false" if report.status == "fail" else "true",
+    out = {"gpu-doctor.ready": "true" if report.status in ("ok", "warn") else "false",
            "gpu-doctor.status": report.status}
     if failing:
         out["gpu-doctor.failing"] = failing[0]

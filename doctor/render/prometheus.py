@@ -5,8 +5,8 @@ For node_exporter's textfile collector: ``gpu-doctor check --format prometheus -
 over the target, so a scrape never reads half a file). DCGM's exporter covers the hardware counters; these
 say whether the software stack can run the work. Names (all ``gpu_doctor_*``, documented in the README):
 
-* ``gpu_doctor_status{status}``            1 for the report's status (ok | warn | fail), 0 for the others
-* ``gpu_doctor_ready``                     1 when no check fails
+* ``gpu_doctor_status{status}``            1 for the report's status (ok | warn | fail | unknown), 0 for the others
+* ``gpu_doctor_ready``                     1 when no check fails and there was evidence to say so (ok, warn)
 * ``gpu_doctor_check_status{check,area,status}``  1, one series per check, with its status
   (ok | info | warn | fail | skipped | not_applicable | crashed)
 * ``gpu_doctor_findings{severity}``        findings per severity
@@ -32,6 +32,12 @@ from collections.abc import Iterator
 from typing import Any
 
 CHECK_STATES = ("ok", "info", "warn", "fail", "skipped", "not_applicable", "crashed")
+STATES = ("ok", "warn", "fail", "unknown")  # a report's status; unknown: too little evidence to say ready
+
+
+def ready(status: str) -> float:
+    """1 when the node can take work: nothing failed and there was evidence to say so."""
+    return 1.0 if status in ("ok", "warn") else 0.0
 FIGURE = re.compile(r"(tflops|gflops|gbs|gb_s|bandwidth|busbw|algbw)$")
 
 
@@ -99,13 +105,13 @@ class ReportCollector:
         from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 
         r = self.report
-        status = GaugeMetricFamily("gpu_doctor_status", "1 for the report's status (ok, warn, fail)",
+        status = GaugeMetricFamily("gpu_doctor_status", "1 for the report's status (ok, warn, fail, unknown)",
                                    labels=["status"])
-        for s in ("ok", "warn", "fail"):
+        for s in STATES:
             status.add_metric([s], 1.0 if r.status == s else 0.0)
         yield status
-        yield GaugeMetricFamily("gpu_doctor_ready", "1 when no gpu-doctor check fails",
-                                value=0.0 if r.status == "fail" else 1.0)
+        yield GaugeMetricFamily("gpu_doctor_ready", "1 when no gpu-doctor check fails and the evidence says ready",
+                                value=ready(r.status))
         checks = GaugeMetricFamily("gpu_doctor_check_status", "1 per check, labelled with its status",
                                    labels=["check", "area", "status"])
         for c in r.checks:
@@ -141,22 +147,22 @@ class FleetCollector:
 
         fl = self.fleet
         status = GaugeMetricFamily("gpu_doctor_node_status", "1 for each node's status", labels=["node", "status"])
-        ready = GaugeMetricFamily("gpu_doctor_node_ready", "1 when no check fails on the node", labels=["node"])
+        ready_ = GaugeMetricFamily("gpu_doctor_node_ready", "1 when no check fails on the node", labels=["node"])
         info = InfoMetricFamily("gpu_doctor_node", "each node's versions", labels=["node"])
         for n in fl.nodes:
-            for s in ("ok", "warn", "fail"):
+            for s in STATES:
                 status.add_metric([n.name, s], 1.0 if n.status == s else 0.0)
-            ready.add_metric([n.name], 0.0 if n.status == "fail" else 1.0)
+            ready_.add_metric([n.name], ready(n.status))
             info.add_metric([n.name], {"driver": n.driver or "", "cuda_driver_api": n.cuda_driver_api or "",
                                        "toolkit": n.toolkit or "", "framework": n.framework or "",
                                        "gpu_model": n.gpu_model or "", "gpus": str(n.gpu_count)})
         yield status
-        yield ready
+        yield ready_
         yield info
         counts = GaugeMetricFamily("gpu_doctor_fleet_nodes", "nodes by status", labels=["status"])
         by = fl.counts()
-        for k in ("ok", "warn", "fail"):
-            counts.add_metric([k], float(by[k]))
+        for k in STATES:
+            counts.add_metric([k], float(by.get(k, sum(1 for n in fl.nodes if n.status == k))))
         yield counts
         yield GaugeMetricFamily("gpu_doctor_fleet_outliers", "nodes' values that differ from the majority",
                                 value=float(by["outliers"]))
@@ -169,7 +175,7 @@ def _fleet_status(fl: Any) -> Any:
     from prometheus_client.core import GaugeMetricFamily
 
     fam = GaugeMetricFamily("gpu_doctor_fleet_status", "1 for the fleet's status (ok, warn, fail)", labels=["status"])
-    for s in ("ok", "warn", "fail"):
+    for s in STATES:
         fam.add_metric([s], 1.0 if fl.status == s else 0.0)
     return fam
 
