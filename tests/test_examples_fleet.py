@@ -50,7 +50,7 @@ def test_service_writes_prometheus_into_the_textfile_directory_it_may_write() ->
     assert str(Path(args.output).parent) == TEXTFILE_DIR and args.output.endswith(".prom")
     assert svc["ReadWritePaths"] == TEXTFILE_DIR
     assert svc["Type"] == "oneshot"
-    assert svc["SuccessExitStatus"] == "1"  # a failing check is a metric, not a failed unit
+    assert svc["SuccessExitStatus"].split() == ["1", "4"]  # a failing or unknown verdict is a metric, not a failure
 
 
 def test_timer_triggers_the_service_repeatedly() -> None:
@@ -77,6 +77,7 @@ def test_cron_line_runs_the_same_command() -> None:
     fields = line.split(None, 6)
     assert fields[5] == "root" and fields[0] == "*/5"
     command = fields[6].split(" >", 1)[0]
+    assert fields[6].endswith(">/dev/null 2>&1")
     args = check_args(command)
     assert args.format == "prometheus" and str(Path(args.output).parent) == TEXTFILE_DIR
     assert "%" not in fields[6]  # cron turns % into a newline
