@@ -185,6 +185,19 @@ def test_pip_index_from_env_lines() -> None:
     assert torch_of(image).cpu_only is True
 
 
+def test_plain_tensorflow_in_a_slim_image_needs_a_cuda_runtime_it_does_not_have(tmp_path: Path) -> None:
+    p = tmp_path / "Dockerfile"
+    p.write_text("FROM python:3.11-slim\nRUN pip install tensorflow==2.16.1\n")
+    report = json.loads(gpu_doctor("--dockerfile", str(p), "--json").stdout)
+    (f,) = [f for f in report["findings"] if f["code"] == "toolkit.missing"]
+    assert f["severity"] == "fail" and f["title"].startswith(f"{p}:2: ") and "tensorflow 2.16.1" in f["title"]
+    p.write_text("FROM python:3.11-slim\nRUN pip install 'tensorflow[and-cuda]==2.16.1'\n")
+    report = json.loads(gpu_doctor("--dockerfile", str(p), "--json").stdout)
+    assert not [f for f in report["findings"] if f["severity"] == "fail"]
+    names = {p["name"] for e in report["facts"]["python_envs"] for p in e["packages"]}
+    assert {"tensorflow", "nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12"} <= names  # the extra's pins
+
+
 def test_conda_override_cuda_picks_the_cuda_build_in_a_build_without_gpu() -> None:
     torch = torch_of(image_of("FROM ubuntu:22.04\nENV CONDA_OVERRIDE_CUDA=12.4\nRUN conda install -y pytorch\n"))
     assert (torch.cuda, torch.cpu_only) == ("12.4", False)

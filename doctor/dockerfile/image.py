@@ -11,6 +11,7 @@ from typing import Any
 
 from doctor.dockerfile.installs import (
     PipCall,
+    and_cuda_specs,
     conda_packages,
     environment_file,
     mm,
@@ -283,6 +284,7 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
         specs = [(s, call.upgrade) for s in call.specs if not _is_path(s)]
         for req in call.requirements:
             specs += [(s, call.upgrade) for s in _requirements(req, context, ins.line, st.notes, call)]
+        specs += [(x, upgrade) for spec, upgrade in list(specs) for x in and_cuda_specs(spec, call, matrix)]
         for path in (s for s in call.specs if _is_path(s)):  # a project: its dependencies, installed only if needed
             where = st.context_path(path.split("[", 1)[0])
             extras = "[" + path.split("[", 1)[1] if "[" in path else ""

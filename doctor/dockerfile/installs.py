@@ -287,6 +287,11 @@ def pip_package(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, st
         return resolve_torch(spec, call, matrix, notes)
     m = re.search(r"==\s*([\w.+!-]+)", spec)
     version = m.group(1) if m else None
+    if name in ("tensorflow", "tensorflow-gpu"):
+        row = tensorflow_row(spec, call, matrix)
+        if row:  # the Linux x86_64 wheel is the GPU build of its tested configuration; [and-cuda] adds the libraries
+            return PyPackage(name=name, version=version or row.get("version"), cuda=row.get("cuda"),
+                             cudnn=row.get("cudnn"), cpu_only=False)
     if name in ("tensorflow", "tensorflow-gpu", "tf-nightly", "jax", "jaxlib", "tensorflow-cpu"):
         # Their CUDA build is decided by extras (tensorflow[and-cuda], jax[cuda12]); without them: unknown
         extras = re.search(r"\[([^\]]*)\]", spec)
@@ -336,6 +341,42 @@ def environment_file(text: str) -> tuple[list[str], list[str]]:
         else:
             conda.append(value)
     return conda, pip
+
+
+def tensorflow_row(spec: str, call: PipCall, matrix: Any) -> dict[str, Any] | None:
+    """The tensorflow.toml row `pip install <spec>` gets: the pinned line, else the newest for the image's Python."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        req = Requirement(spec)
+    except InvalidRequirement:
+        return None
+    rows = matrix.rows("tensorflow", "tensorflow") if matrix is not None else []
+
+    def fits(r: dict[str, Any]) -> bool:
+        try:
+            admitted = req.specifier.contains(Version(str(r.get("version"))), prereleases=False)
+        except InvalidVersion:
+            return False
+        lo, _, hi = str(r.get("python", "")).partition("-")
+        if call.python and lo and hi:
+            py = tuple(int(x) for x in call.python.split(".")[:2])
+            admitted = admitted and (tuple(map(int, lo.split("."))) <= py <= tuple(map(int, hi.split("."))))
+        return admitted
+
+    pinned = next((sp.version for sp in req.specifier if sp.operator == "==" and "*" not in sp.version), None)
+    if pinned:  # a row is a release line: 2.16.1 for 2.16.*
+        return matrix.tensorflow(pinned) if matrix is not None else None
+    return max((r for r in rows if fits(r)), key=lambda r: Version(str(r["version"])), default=None)
+
+
+def and_cuda_specs(spec: str, call: PipCall, matrix: Any) -> list[str]:
+    """tensorflow[and-cuda]: the NVIDIA wheels its extra requires (tensorflow.toml `and_cuda`)."""
+    if not re.match(r"tensorflow(-gpu)?\[[^\]]*and-cuda", spec.replace(" ", "")):
+        return []
+    row = tensorflow_row(re.sub(r"\[[^\]]*\]", "", spec), call, matrix)
+    return [str(x) for x in (row or {}).get("and_cuda", [])]
 
 
 def conda_packages(args: list[str], env: dict[str, str]) -> tuple[list[PyPackage], list[str]]:
