@@ -198,6 +198,13 @@ def test_plain_tensorflow_in_a_slim_image_needs_a_cuda_runtime_it_does_not_have(
     assert {"tensorflow", "nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12"} <= names  # the extra's pins
 
 
+def test_jax_cuda_extra_brings_its_plugin() -> None:
+    image = image_of("FROM python:3.11-slim\nRUN pip install -U 'jax[cuda12]'\n")
+    pkgs = {p.name: p for p in image.facts.python_envs[0].packages}
+    assert (pkgs["jax"].cuda, pkgs["jax"].cpu_only) == ("12", False)
+    assert "jax-cuda12-plugin" in pkgs  # what tells the checks the CUDA runtime comes as wheels
+
+
 def test_conda_override_cuda_picks_the_cuda_build_in_a_build_without_gpu() -> None:
     torch = torch_of(image_of("FROM ubuntu:22.04\nENV CONDA_OVERRIDE_CUDA=12.4\nRUN conda install -y pytorch\n"))
     assert (torch.cuda, torch.cpu_only) == ("12.4", False)

@@ -372,7 +372,11 @@ def tensorflow_row(spec: str, call: PipCall, matrix: Any) -> dict[str, Any] | No
 
 
 def and_cuda_specs(spec: str, call: PipCall, matrix: Any) -> list[str]:
-    """tensorflow[and-cuda]: the NVIDIA wheels its extra requires (tensorflow.toml `and_cuda`)."""
+    """What a framework's CUDA extra adds: tensorflow[and-cuda] the NVIDIA wheels its extra requires
+    (tensorflow.toml `and_cuda`); jax[cuda12] the jax-cuda12 plugin, which brings its CUDA wheels."""
+    jax = re.match(r"jax\[[^\]]*\bcuda(\d+)(?!_local)", spec.replace(" ", ""))
+    if jax:
+        return ["jaxlib", f"jax-cuda{jax.group(1)}-plugin"]
     if not re.match(r"tensorflow(-gpu)?\[[^\]]*and-cuda", spec.replace(" ", "")):
         return []
     row = tensorflow_row(re.sub(r"\[[^\]]*\]", "", spec), call, matrix)
