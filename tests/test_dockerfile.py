@@ -205,6 +205,13 @@ def test_jax_cuda_extra_brings_its_plugin() -> None:
     assert "jax-cuda12-plugin" in pkgs  # what tells the checks the CUDA runtime comes as wheels
 
 
+def test_an_arm64_build_does_not_get_the_x86_64_wheel() -> None:
+    image = image_of("FROM --platform=linux/arm64 python:3.11\nRUN pip install torch==2.5.1\n")
+    torch = torch_of(image)
+    assert (torch.version, torch.cuda, torch.cpu_only) == ("2.5.1", None, None)
+    assert image.facts.host.arch == "aarch64" and image.notes
+
+
 def test_conda_override_cuda_picks_the_cuda_build_in_a_build_without_gpu() -> None:
     torch = torch_of(image_of("FROM ubuntu:22.04\nENV CONDA_OVERRIDE_CUDA=12.4\nRUN conda install -y pytorch\n"))
     assert (torch.cuda, torch.cpu_only) == ("12.4", False)

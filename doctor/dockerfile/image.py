@@ -89,6 +89,7 @@ class Stage:
     workdir: str = "/"
     opaque: int = 0  # the first line that runs a script (./install.sh, curl … | sh): what it installs is unknown
     copied: dict[str, str] = field(default_factory=dict)  # COPY from the build context: image path → context path
+    arch: str = "x86_64"  # FROM --platform=linux/arm64 builds for aarch64
 
     def context_path(self, path: str) -> str | None:
         """Where a path of the image came from in the build context (COPY . /app → /app/x is ./x)."""
@@ -158,6 +159,12 @@ def base_image(ref: str, line: int, matrix: Any) -> Base:
     return Base(ref, line)
 
 
+def _arch(platform: str) -> str:
+    """linux/amd64 → x86_64, linux/arm64 → aarch64 (uname's names, as the facts carry them)."""
+    cpu = platform.split("/")[1] if "/" in platform else platform
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(cpu, cpu if "$" not in cpu else "x86_64")
+
+
 def _os_id(word: str) -> str:
     return {"ubi": "rhel", "rockylinux": "rocky"}.get(word, word)
 
@@ -211,6 +218,8 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
                 global_args[k] = given.get(k, substitute(v, global_args))
             continue
         if ins.keyword == "FROM":
+            platform = re.search(r"--platform=(\S+)", ins.args)
+            arch = _arch(substitute(platform.group(1), global_args)) if platform else "x86_64"
             words = [w for w in ins.args.split() if not w.startswith("--")]
             ref = substitute(words[0], global_args) if words else ""
             name = words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else None
@@ -218,11 +227,12 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
             if parent:
                 stage = Stage(name, parent.base, env=dict(parent.env), packages=dict(parent.packages),
                               conda=parent.conda, system=dict(parent.system), notes=list(parent.notes),
-                              workdir=parent.workdir, copied=dict(parent.copied), opaque=parent.opaque)
+                              workdir=parent.workdir, copied=dict(parent.copied), opaque=parent.opaque,
+                              arch=parent.arch if not platform else arch)
             else:
                 base = base_image(ref, ins.line, matrix)
                 env = {k: (substitute(v, {}), ins.line) for k, v in base.env.items()}
-                stage = Stage(name, base, env=env)
+                stage = Stage(name, base, env=env, arch=arch)
                 if base.torch:  # the image's own torch, which a later `pip install torch` keeps when it satisfies
                     stage.packages["torch"] = Install(PyPackage(name="torch", version=base.torch, cuda=mm(base.cuda),
                                                                 cudnn=base.cudnn, cpu_only=False), ins.line,
@@ -281,6 +291,7 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
                 st.system[name] = (version or None, ins.line, manager)
     for call in pips:
         call.python = st.base.python
+        call.arch = st.arch
         specs = [(s, call.upgrade) for s in call.specs if not _is_path(s)]
         for req in call.requirements:
             specs += [(s, call.upgrade) for s in _requirements(req, context, ins.line, st.notes, call)]
@@ -476,7 +487,7 @@ def _image(path: str, st: Stage) -> Image:
             lines[f"env.{k}"] = ln
     if st.conda and env.get("CONDA_PREFIX") is None:
         env["CONDA_PREFIX"] = "/opt/conda"
-    host = HostInfo(os_id=b.os_id, os_version=b.os_version, arch="x86_64",
+    host = HostInfo(os_id=b.os_id, os_version=b.os_version, arch=st.arch,
                     os_pretty=f"Dockerfile {path} (final stage FROM {b.image})", container="docker")
     # An unknown base image may hold a toolkit: only a known one lets "no toolkit" mean absent.
     sources = {"python_envs": f"dockerfile:{path}", "env": f"dockerfile:{path}"}

@@ -32,6 +32,7 @@ class PipCall:
     torch_backend: str | None = None  # uv pip install --torch-backend=cu126 | cpu | auto
     upgrade: bool = False  # -U / --force-reinstall / --reinstall: an installed package that satisfies is replaced
     python: str | None = None  # the image's Python version, when the base says (python:3.10 → 3.10)
+    arch: str = "x86_64"  # the matrix describes the Linux x86_64 wheels
     uninstall: bool = False
     text: str = ""
 
@@ -206,6 +207,10 @@ def resolve_torch(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, 
         if s.operator in ("==", "===") and not s.version.endswith(".*"):
             pinned = s.version.split("+", 1)[0]
             local = s.version.split("+", 1)[1] if "+" in s.version else None
+    if call.arch != "x86_64":
+        notes.append((call.line, f"torch for {call.arch}: the matrix describes the Linux x86_64 wheels; its CUDA "
+                      "build is unknown"))
+        return PyPackage(name="torch", version=pinned, cuda=None, cpu_only=None)
     main = _index_flavour(call.index_url)
     if call.torch_backend and re.fullmatch(r"cu\d+|cpu", call.torch_backend):
         main = call.torch_backend  # uv's --torch-backend picks the PyTorch index of that flavour
