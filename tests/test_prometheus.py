@@ -114,6 +114,9 @@ def test_fleet_prometheus_has_one_series_per_node(tmp_path: Path) -> None:
     assert value(found, "gpu_doctor_fleet_nodes", status="fail") == 1
     info = {s.labels["node"]: s.labels for s in found["gpu_doctor_node_info"]}
     assert info["r470-geforce-cu124-torch"]["driver"].startswith("470.")
+    problems = {(s.labels["node"], s.labels["code"], s.labels["severity"]) for s in found["gpu_doctor_node_problem"]}
+    assert ("r470-geforce-cu124-torch", "framework.cuda_newer_than_driver", "fail") in problems
+    assert not any(node == "healthy-8x-h100" and sev == "fail" for node, _c, sev in problems)
     assert done.returncode == 1  # a failing node, as in every fleet format
 
 

@@ -16,6 +16,7 @@ say whether the software stack can run the work. Names (all ``gpu_doctor_*``, do
   (subject "GPU 0", "torch", "nccl-tests"; figure device_gbs, fp32_tflops, bf16_tflops, nccl_busbw …)
 * ``gpu_doctor_last_run_timestamp_seconds``  when the report was made
 * fleet: ``gpu_doctor_node_status{node,status}``, ``gpu_doctor_node_ready{node}``,
+  ``gpu_doctor_node_problem{node,code,severity}``,
   ``gpu_doctor_node_info{node,driver,cuda_driver_api,toolkit,framework,gpu_model,gpus}``,
   ``gpu_doctor_fleet_nodes{status}``, ``gpu_doctor_fleet_status{status}``, ``gpu_doctor_fleet_outliers``,
   ``gpu_doctor_fleet_unreadable_files``
@@ -156,9 +157,15 @@ class FleetCollector:
             info.add_metric([n.name], {"driver": n.driver or "", "cuda_driver_api": n.cuda_driver_api or "",
                                        "toolkit": n.toolkit or "", "framework": n.framework or "",
                                        "gpu_model": n.gpu_model or "", "gpus": str(n.gpu_count)})
+        problems = GaugeMetricFamily("gpu_doctor_node_problem", "1 per failing or warning finding code on a node",
+                                     labels=["node", "code", "severity"])
+        for n in fl.nodes:
+            for pr in n.problems:
+                problems.add_metric([n.name, pr.code, pr.severity], 1.0)
         yield status
         yield ready_
         yield info
+        yield problems
         counts = GaugeMetricFamily("gpu_doctor_fleet_nodes", "nodes by status", labels=["status"])
         by = fl.counts()
         for k in STATES:
