@@ -172,6 +172,7 @@ def test_plain_pip_install_torch_is_the_newest_release_default_cuda_build() -> N
     ("PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cu118 pip install torch==2.5.1", "2.5.1+cu118", "11.8",
      False),
     ("mamba install -y -c conda-forge pytorch-gpu cuda-version=12.4", None, "12.4", False),
+    ("sudo -E env PIP_NO_CACHE_DIR=1 pip3 install torch==2.5.1+cu121", "2.5.1+cu121", "12.1", False),
 ])
 def test_install_lines_resolve_to_the_build_they_get_today(run: str, version: str | None, cuda: str | None,
                                                            cpu_only: bool) -> None:

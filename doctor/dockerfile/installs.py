@@ -41,6 +41,7 @@ def _expand(words: list[str], scope: dict[str, str], shell: dict[str, str]) -> l
     return [substitute(w, {**scope, **shell}) for w in words]
 
 
+WRAPPERS = ("sudo", "env", "time", "nice", "nohup", "eatmydata", "exec", "command")
 SYSTEM_MANAGERS = {"apt-get": "dpkg", "apt": "dpkg", "yum": "rpm", "dnf": "rpm", "microdnf": "rpm", "tdnf": "rpm"}
 
 
@@ -53,8 +54,13 @@ def parse_run(script: str, line: int, scope: dict[str, str]
     shell: dict[str, str] = {}  # VAR=value assignments earlier in the same RUN (the first one wins: `A && X=1 || X=2`)
     for argv in commands(script):
         argv = _expand(argv, scope, shell)
-        while argv and re.fullmatch(r"[A-Za-z_]\w*=.*", argv[0]):
-            k, v = argv.pop(0).split("=", 1)
+        while argv and (re.fullmatch(r"[A-Za-z_]\w*=.*", argv[0]) or argv[0] in WRAPPERS):
+            word = argv.pop(0)
+            if word in WRAPPERS:  # `sudo -E pip install …`, `env X=1 pip …`: the command is what follows
+                while argv and argv[0].startswith("-"):
+                    argv.pop(0)
+                continue
+            k, v = word.split("=", 1)
             shell.setdefault(k, v)
         if argv and argv[0] in ("export", "ENV"):
             for w in argv[1:]:
