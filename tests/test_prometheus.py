@@ -145,3 +145,18 @@ def test_a_report_with_too_little_evidence_is_not_ready() -> None:
     found = samples(render(report))
     assert value(found, "gpu_doctor_ready") == 0
     assert value(found, "gpu_doctor_status", status="unknown") == 1
+
+
+def test_a_recorded_smoke_test_becomes_active_rates() -> None:
+    from doctor.facts_active import ActiveEnd, ActiveFacts, ActiveGpu, DriverTest, NvmlReading
+
+    name = "NVIDIA A100-SXM4-40GB"
+    smoke = DriverTest(mode="smoke", done=True, end=ActiveEnd(event="exit", returncode=0), device_count=1,
+                       gpus=[ActiveGpu(0, name=name, nvml_before=NvmlReading(name=name), device_gbs=1480.5,
+                                       fp32_tflops=18.9, h2d_gbs=24.6)])
+    found = samples(render(diagnose(make_facts(active=ActiveFacts(smoke=smoke)))))
+    rates = {(s.labels["subject"], s.labels["figure"]): (s.value, s.labels["unit"])
+             for s in found["gpu_doctor_active_value"]}
+    assert rates[("GPU 0", "device_gbs")] == (1480.5, "GB/s")
+    assert rates[("GPU 0", "fp32_tflops")] == (18.9, "TFLOP/s")
+    assert ("GPU 0", "h2d_gbs") in rates

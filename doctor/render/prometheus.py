@@ -68,7 +68,7 @@ def active_figures(active: Any) -> list[tuple[str, str, str, float]]:
     if active is None:
         return []
     try:
-        from doctor.facts_active import MEASURES, measurements  # type: ignore[import-not-found]
+        from doctor.facts_active import MEASURES, measurements
     except ImportError:
         measurements = None
     if measurements is not None and not isinstance(active, dict):
