@@ -301,6 +301,17 @@ def test_requirements_file_is_read_from_the_build_context(tmp_path: Path) -> Non
     assert image.lines["pkg.torch"] == 3
 
 
+def test_files_outside_the_build_context_are_never_read(tmp_path: Path) -> None:
+    context = tmp_path / "ctx"
+    context.mkdir()
+    (tmp_path / "secret.txt").write_text("torch==2.5.1\n")
+    (context / "requirements.txt").write_text("-r ../secret.txt\n")
+    for run in ("pip install -r ../secret.txt", "pip install -r requirements.txt", "pip install ..",
+                "conda env create -f ../secret.txt"):
+        image = image_of(f"FROM python:3.11\nRUN {run}\n", context)
+        assert image.facts.python_envs == [], run
+
+
 def test_heredoc_exec_form_and_uninstall() -> None:
     text = ('FROM python:3.11\nRUN <<EOF\npip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu121'
             '\nEOF\nRUN ["pip", "install", "jax[cuda12]==0.4.30"]\nRUN pip uninstall -y jax\n')

@@ -342,7 +342,7 @@ def _context_file(name: str, st: Stage, context: Path | None, line: int) -> str 
     """A file the image got from the build context (through its COPY lines, else by its name)."""
     rel = st.context_path(name) or name
     path = next((p for p in ([context / rel.lstrip("/"), context / Path(name).name] if context else [])
-                 if p.is_file()), None)
+                 if _inside(context, p) and p.is_file()), None)
     if path is None:
         st.notes.append((line, f"{name}: not found in the build context; what it installs is unknown"))
         return None
@@ -362,7 +362,7 @@ def _project_dependencies(spec: str, context: Path | None, line: int, notes: lis
     path, _, extras = spec.partition("[")
     wanted = {e.strip() for e in extras.rstrip("]").split(",") if e.strip()}
     root = (context / path.lstrip("/")) if context is not None else None
-    if root is None or not (root / "pyproject.toml").is_file():
+    if root is None or not _inside(context, root / "pyproject.toml") or not (root / "pyproject.toml").is_file():
         notes.append((line, f"pip install {spec}: no pyproject.toml for it in the build context; what it installs "
                       "is unknown"))
         return []
@@ -402,14 +402,26 @@ def _applies(requirement: str) -> bool:
         return True
 
 
+def _inside(root: Path | None, path: Path) -> bool:
+    """Only files of the build context are read, as docker build only sends those (no ../ escapes)."""
+    if root is None:
+        return False
+    try:
+        path.resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return False
+    return True
+
+
 def _requirements(name: str, context: Path | None, line: int, notes: list[tuple[int, str]], call: PipCall,
-                  depth: int = 0) -> list[str]:
+                  depth: int = 0, root: Path | None = None) -> list[str]:
     """The requirement lines of a file from the build context (by its name: COPY usually keeps it)."""
     if context is None or "$" in name:
         notes.append((line, f"-r {name}: not read (no build context)"))
         return []
-    candidates = [context / name, context / Path(name).name]
-    path = next((c for c in candidates if c.is_file()), None)
+    root = root or context
+    candidates = [context / name.lstrip("/"), context / Path(name).name]
+    path = next((c for c in candidates if _inside(root, c) and c.is_file()), None)
     if path is None or depth > 3:
         notes.append((line, f"-r {name}: not found next to the Dockerfile; what it installs is unknown"))
         return []
@@ -423,7 +435,7 @@ def _requirements(name: str, context: Path | None, line: int, notes: list[tuple[
         if not s or s.startswith("#"):
             continue
         if s.startswith(("-r ", "--requirement")):
-            out += _requirements(s.split(None, 1)[1].strip(), path.parent, line, notes, call, depth + 1)
+            out += _requirements(s.split(None, 1)[1].strip(), path.parent, line, notes, call, depth + 1, root)
         elif s.startswith(("--index-url", "-i ")):
             call.index_url = s.split(None, 1)[1].strip() if " " in s else s.partition("=")[2]
         elif s.startswith(("--extra-index-url", "-f ", "--find-links")):
