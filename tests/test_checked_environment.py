@@ -85,3 +85,11 @@ def test_a_relative_python_is_stored_as_an_absolute_path(tmp_path: Path, monkeyp
 def test_empty_root_is_an_error_not_this_machine(capsys) -> None:
     assert main(["check", "--root", ""]) == 2
     assert "--root" in capsys.readouterr().err
+
+
+def test_a_python_2_interpreter_is_named_as_such(tmp_path: Path, capsys) -> None:
+    old = tmp_path / "python2.7"
+    old.write_text("#!/bin/sh\necho 'python 2 7'\n")  # what the version question prints in Python 2.7
+    old.chmod(0o755)
+    assert main(["check", "--python", str(old)]) == 2
+    assert "Python 2.7; gpu-doctor reads environments of Python 3.6 or later" in capsys.readouterr().err

@@ -125,6 +125,10 @@ def checked_python(host: Any, given: str) -> str:
         if not (result.ok and result.stdout.startswith("python ")):
             why = "it does not answer as Python" if result.ok else (result.error or f"exit {result.returncode}")
             raise UsageError(f"--python {given}: exists but is not a Python interpreter ({why})")
+        version = tuple(int(x) for x in result.stdout.split()[1:3] if x.isdigit())
+        if version < (3, 6):  # the environment probe runs in it: Python 3.6 syntax at least
+            raise UsageError(f"--python {given}: Python {'.'.join(map(str, version))}; gpu-doctor reads environments "
+                             "of Python 3.6 or later")
     return given
 
 
