@@ -121,7 +121,8 @@ def checked_python(host: Any, given: str) -> str:
     if not host.path(exe).is_file() or not os.access(host.path(exe), os.X_OK):
         raise UsageError(f"--python {given}: exists but is not a Python interpreter (not an executable file)")
     if host.live:
-        result = host.run([exe, "-c", "import sys; print('python', *sys.version_info[:2])"])
+        # Valid Python 2 too, so that an old interpreter is named as one instead of "not a Python interpreter".
+        result = host.run([exe, "-c", "import sys; sys.stdout.write('python %d %d\\n' % sys.version_info[:2])"])
         if not (result.ok and result.stdout.startswith("python ")):
             why = "it does not answer as Python" if result.ok else (result.error or f"exit {result.returncode}")
             raise UsageError(f"--python {given}: exists but is not a Python interpreter ({why})")
