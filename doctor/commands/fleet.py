@@ -277,6 +277,7 @@ def render_markdown(fleet: Fleet) -> str:
     if fleet.outliers:
         lines += ["### Outliers", ""]
         lines += [f"- {MD_MARKS[o.severity]} **{_md(o.nodes[0])}**: {_md(o.title)}" if len(o.nodes) == 1 else
+                  f"- {MD_MARKS[o.severity]} {_md(o.kind)}: {_md(o.title)}" if o.value is None else  # a split
                   f"- {MD_MARKS[o.severity]} {_md(o.title)}: {_md(', '.join(o.nodes))}" for o in fleet.outliers]
         lines.append("")
     if fleet.errors:
