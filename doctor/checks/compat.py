@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from doctor import beliefs
 from doctor.checks.common import ev, finding, label, ok
 from doctor.facts import Facts, Gpu, PyPackage, PythonEnv
-from doctor.findings import Evidence, Finding
+from doctor.findings import Evidence, Finding, value_text
 from doctor.intents import (
     InstallCudaCompat,
     InstallCudnn,
@@ -92,7 +92,8 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
                     *row_evidence(v.rows)]
         if v.rule == "unknown":
             raise Skip(v.explanation)
-        if v.ok and kind == "toolkit" and v.rule == "minor-version":
+        compiles = any(t.nvcc_version for t in facts.toolkits if who.endswith(f" at {t.root}"))
+        if v.ok and kind == "toolkit" and v.rule == "minor-version" and compiles:
             # Same major, older driver: SASS runs, but PTX this toolkit emits (nvcc compute_XX, XLA's ptxas,
             # Triton, JIT) is newer than the driver can JIT.
             api = beliefs.of(facts).driver_cuda.value
@@ -276,7 +277,8 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
         for g in gpus:
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
             evidence = [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
-                        Evidence("python_envs.packages", f"{label(pkg)} arch list {sass} ptx {ptx}",
+                        Evidence("python_envs.packages",
+                                 f"{label(pkg)} arch list {value_text(sass)}, PTX {value_text(ptx)}",
                                  "deep" if pkg.arch_list else "compat/pytorch.toml"),
                         *row_evidence([var] if var else [])]
             if _supports(cc, sass, ptx):

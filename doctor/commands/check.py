@@ -16,21 +16,32 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                          "finding grouped by area. Never changes the system, never uses the network.")
         p.add_argument("checks", nargs="*", metavar="CHECK_ID", help="run only these checks (ids from --list-checks)")
         out = p.add_argument_group("output")
-        out.add_argument("--format", choices=("text", "json", "junit", "markdown"), default=None,
+        out.add_argument("--format", choices=("text", "json", "junit", "markdown", *EXTRA_FORMATS), default=None,
                          help="text (default; for people), json (schema gpu-doctor.report/v1), junit (each check a "
-                         "test case, for CI), markdown (for an issue; facts in a collapsible block)")
+                         "test case, for CI), markdown (for an issue; facts in a collapsible block), github (GitHub "
+                         "Actions annotations), prometheus (metrics gpu_doctor_*), nfd (Node Feature Discovery labels)")
+        out.add_argument("--output", metavar="PATH", help="write the report to PATH atomically instead of standard "
+                         "output (node_exporter's textfile directory for prometheus, NFD's features.d for nfd)")
         out.add_argument("--json", action="store_true", help="the same as --format json")
         out.add_argument("-v", "--verbose", action="store_true",
                          help="show the evidence and source under each line, checks that did not run, probe errors")
         out.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
         out.add_argument("--list-checks", action="store_true", help="list the checks with their ids and exit")
-        p.add_argument("--facts", metavar="FILE", help="diagnose this snapshot (from `gpu-doctor snapshot`; - for "
-                       "standard input) instead of this machine; no probe runs")
+        p.add_argument("--facts", metavar="FILE", help="diagnose this snapshot (from `gpu-doctor snapshot`) or the "
+                       "facts of a report (`check --json`); - for standard input. No probe runs")
         gate = p.add_argument_group("images and CI gates")
         gate.add_argument("--static", action="store_true",
                           help="judge an image build, where no GPU or driver is attached: only the image's own "
                           "consistency is checked, the missing driver is not a failure, and the minimum host driver "
                           "the image needs is printed")
+        gate.add_argument("--dockerfile", metavar="PATH",
+                          help="judge the image a Dockerfile builds, without building it: its base image, pip / "
+                          "conda installs and ENV lines become the facts of --static (implied); findings point at "
+                          "their line. - reads standard input (the build context is then the current directory)")
+        gate.add_argument("--build-arg", metavar="NAME=VALUE", action="append", default=[],
+                          help="with --dockerfile: a build argument, as for `docker build` (repeatable)")
+        gate.add_argument("--context", metavar="DIR", help="with --dockerfile: the build context requirements files "
+                          "and projects are read from, as `docker build DIR` (default: the Dockerfile's directory)")
         gate.add_argument("--target-gpu", metavar="NAME", help='with --static: the GPU the image will run on '
                           '(e.g. "H100 80GB HBM3"), for the arch checks')
         gate.add_argument("--target-cc", metavar="X.Y", help="with --static: the compute capability instead of a name")
@@ -75,15 +86,51 @@ def add_probe_options(p: argparse.ArgumentParser) -> None:
 def host_from_args(args: argparse.Namespace) -> Any:
     from doctor.host import Host
 
-    root = Path(args.root) if args.root else Path("/")
-    if args.root and not root.is_dir():
+    if args.root is not None and not args.root.strip():
+        raise UsageError("--root: empty path (leave --root out to inspect this machine)")
+    root = Path(args.root) if args.root is not None else Path("/")
+    if args.root is not None and not root.is_dir():
         raise UsageError(f"--root {args.root}: not a directory")
-    host = Host(root=root.resolve() if args.root else root, timeout=args.timeout)
-    for p in args.python:
-        real = host.path(p)
-        if not real.exists():
-            raise UsageError(f"--python {p}: no such interpreter or environment")
+    host = Host(root=root.resolve() if args.root is not None else root, timeout=args.timeout)
+    args.python = [checked_python(host, p) for p in args.python]
     return host
+
+
+def checked_python(host: Any, given: str) -> str:
+    """A --python argument as an absolute path to an interpreter or environment, or a one-line usage error.
+
+    Stored absolute because it is written into facts and fix scripts that are read from other directories.
+    """
+    import os
+
+    from doctor.probes.pyenvs import interpreter_of
+
+    if not given.strip():
+        raise UsageError("--python: empty path")
+    if not os.path.isabs(given):
+        if not host.live:
+            raise UsageError(f"--python {given}: with --root, give the absolute path inside the root")
+        given = os.path.abspath(given)
+    real = host.path(given)
+    if not real.exists():
+        raise UsageError(f"--python {given}: not found")
+    exe = interpreter_of(host, given)
+    if real.is_dir() and not host.path(exe).exists():
+        raise UsageError(f"--python {given}: a directory but not a Python environment (no bin/python3, bin/python "
+                         "or python.exe in it)")
+    if not host.path(exe).is_file() or not os.access(host.path(exe), os.X_OK):
+        raise UsageError(f"--python {given}: exists but is not a Python interpreter (not an executable file)")
+    if host.live:
+        # Valid Python 2 too, so that an old interpreter is named as one instead of "not a Python interpreter".
+        result = host.run([exe, "-c", "import sys; sys.stdout.write('python %d %d\\n' % sys.version_info[:2])"])
+        if not (result.ok and result.stdout.startswith("python ")):
+            why = "it does not answer as Python" if result.ok else (result.error or f"exit {result.returncode}")
+            raise UsageError(f"--python {given}: exists but is not a Python interpreter ({why})")
+        version = tuple(int(x) for x in result.stdout.split()[1:3] if x.isdigit())
+        if version < (3, 6):  # the environment probe runs in it: Python 3.6 syntax at least
+            raise UsageError(f"--python {given}: Python {'.'.join(map(str, version))}; gpu-doctor reads environments "
+                             "of Python 3.6 or later")
+    return given
 
 
 def collect_from_args(args: argparse.Namespace) -> Any:
@@ -105,9 +152,29 @@ def load_facts_file(path: str) -> Any:
 
     text = read_input(path, "--facts")
     try:
-        return load_facts(text)
+        return facts_of_report(text) or load_facts(text)
     except FactsError as exc:
-        raise UsageError(f"--facts {path}: not a gpu-doctor facts snapshot: {exc}") from None
+        raise UsageError(f"--facts {path}: not a gpu-doctor facts snapshot or report: {exc}") from None
+
+
+def facts_of_report(text: str) -> Any:
+    """The facts inside a report (`check --json`), as `diff` and `fleet` read them; None when not a report."""
+    import json
+
+    from doctor.engine import REPORT_SCHEMA
+    from doctor.facts import FACTS_SCHEMA, Facts, FactsError
+
+    if f'"{REPORT_SCHEMA}"' not in text[:200]:
+        return None  # the report's schema key comes first: a snapshot is not parsed twice
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None  # load_facts says what is wrong with it
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        return None
+    if not isinstance(data.get("facts"), dict):
+        raise FactsError(f"a gpu-doctor report without its facts (a {FACTS_SCHEMA} object under \"facts\")")
+    return Facts.from_dict(data["facts"])
 
 
 def facts_from_collect_env(path: str) -> Any:
@@ -132,17 +199,29 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.checks:
         unknown = [c for c in args.checks if by_id(c) is None]
         if unknown:
-            raise UsageError(f"unknown check id {unknown[0]!r} (see `gpu-doctor check --list-checks`)")
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], [c.id for c in REGISTRY], n=1, cutoff=0.6)
+            hint = f": did you mean {close[0]!r}?" if close else ""
+            raise UsageError(f"unknown command or check id {unknown[0]!r}{hint} (commands: `gpu-doctor --help`; "
+                             "check ids: `gpu-doctor check --list-checks`)")
         selected = [by_id(c) for c in args.checks]
     if args.facts and args.collect_env:
         raise UsageError("--facts and --from-collect-env each name the machine to diagnose: give one")
-    if (args.facts or args.collect_env) and (args.root or args.python or args.deep):
+    if (args.facts or args.collect_env) and (args.root is not None or args.python or args.deep):
         raise UsageError("--facts and --from-collect-env replay a recorded machine: "
                          "--root, --python and --deep do not apply")
     requirements = _requirements(args.require)
+    if (getattr(args, "build_arg", None) or getattr(args, "context", None)) and not getattr(args, "dockerfile", None):
+        raise UsageError("--build-arg and --context describe a Dockerfile's build: add --dockerfile")
+    image = dockerfile_image(args) if getattr(args, "dockerfile", None) else None
+    if image is not None:
+        args.static = True
     if not args.static and (args.target_gpu or args.target_cc or args.host_driver):
         raise UsageError("--target-gpu, --target-cc and --host-driver describe an image's future host: add --static")
-    if args.collect_env:
+    if image is not None:
+        facts = image.facts
+    elif args.collect_env:
         facts = facts_from_collect_env(args.collect_env)
     else:
         facts = load_facts_file(args.facts) if args.facts else collect_from_args(args)
@@ -164,8 +243,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         from doctor.require import evaluate
 
         report = report.with_findings(evaluate(facts, requirements))
+    if image is not None:
+        from doctor.dockerfile import locate
+
+        report = locate(report, image)
     fmt = "json" if args.json else (args.format or "text")
-    sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict))
+    if getattr(args, "output", None):
+        write_report(report, fmt, args.output, strict=args.strict)
+    else:
+        sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict))
     if report.status == "fail" or (args.strict and report.status == "warn"):
         return EXIT_FAIL
     if report.status == "unknown":
@@ -173,7 +259,53 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+EXTRA_FORMATS = ("github", "prometheus", "nfd")
+
+
+def dockerfile_image(args: argparse.Namespace) -> Any:
+    """The Dockerfile named by --dockerfile, read as the facts of the image it builds."""
+    if args.facts or args.collect_env or args.root or args.python or args.deep:
+        raise UsageError("--dockerfile describes the image to judge: --facts, --from-collect-env, --root, "
+                         "--python and --deep do not apply")
+    build_args = {}
+    for item in args.build_arg:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise UsageError(f"--build-arg {item!r}: NAME=VALUE")
+        build_args[name] = value
+    from doctor.dockerfile import DockerfileError, read
+
+    context = Path(args.context) if getattr(args, "context", None) else None
+    if context is not None and not context.is_dir():
+        raise UsageError(f"--context {args.context}: not a directory")
+    try:
+        return read(args.dockerfile, build_args=build_args, context=context)
+    except DockerfileError as exc:
+        raise UsageError(f"--dockerfile {exc}") from None
+
+
+def write_report(report: Any, fmt: str, path: str, strict: bool = False) -> None:
+    """--output: the report written atomically (a temporary dot-file renamed over PATH), as the
+    node_exporter textfile collector and NFD's features.d readers need."""
+    from doctor.render.files import OutputError, write_atomic
+
+    try:
+        if fmt == "prometheus":
+            from doctor.render.prometheus import write_textfile
+
+            write_textfile(report, path)
+        else:
+            write_atomic(path, render_report(report, fmt, strict=strict))
+    except OutputError as exc:
+        raise UsageError(f"--output {exc}") from None
+    print(f"gpu-doctor: wrote {path}", file=sys.stderr)
+
+
 def render_report(report: Any, fmt: str, verbose: bool = False, strict: bool = False) -> str:
+    if fmt in EXTRA_FORMATS:
+        from doctor.render.files import render_extra
+
+        return render_extra(report, fmt, strict=strict)
     if fmt == "json":
         import json
 

@@ -37,18 +37,45 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_const", const="json", dest="format", default="text",
                      help="print the fleet as JSON (same as --format json)")
-    out.add_argument("--format", choices=("text", "json", "markdown"), default="text",
-                     help="text (default), json, or markdown (for an issue or a wiki page)")
+    out.add_argument("--format", choices=("text", "json", "markdown", "prometheus"), default="text",
+                     help="text (default), json, markdown (for an issue or a wiki page), or prometheus (metrics "
+                     "gpu_doctor_node_*, one series per node)")
+    p.add_argument("--output", metavar="PATH", help="write to PATH atomically instead of standard output (for "
+                   "prometheus: a node_exporter textfile-collector file)")
     p.add_argument("--strict", action="store_true", help="exit 1 on warnings and outliers too")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                    help=f"processes reading the files (default: one per CPU from {PARALLEL_MIN} files on)")
+
+
+def _write(fleet: Fleet, fmt: str, output: str | None) -> None:
+    """--format prometheus and --output: prometheus_client's exposition, or any format, written atomically."""
+    from doctor.render.files import OutputError, write_atomic
+
+    try:
+        if fmt == "prometheus":
+            from doctor.render.prometheus import render_fleet, write_textfile
+
+            if output is None:
+                sys.stdout.write(render_fleet(fleet))
+                return
+            write_textfile(fleet, output, fleet=True)
+        else:
+            text = json.dumps(fleet.to_dict(), indent=2) + "\n" if fmt == "json" else (
+                render_markdown(fleet) if fmt == "markdown" else render_text(fleet, colour=False))
+            write_atomic(output or "-", text)
+    except OutputError as exc:
+        raise UsageError(f"--output {exc}") from None
+    if output:
+        print(f"gpu-doctor: wrote {output}", file=sys.stderr)
 
 
 def run(name: str, args: argparse.Namespace) -> int:
     if args.jobs < 0:
         raise UsageError(f"--jobs {args.jobs}: must be 0 (automatic) or more")
     fleet = load_fleet(args.paths, jobs=args.jobs)
-    if args.format == "json":
+    if getattr(args, "output", None) or args.format == "prometheus":
+        _write(fleet, args.format, getattr(args, "output", None))
+    elif args.format == "json":
         sys.stdout.write(json.dumps(fleet.to_dict(), indent=2) + "\n")
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(fleet))
@@ -213,6 +240,8 @@ def render_text(fleet: Fleet, colour: bool = False) -> str:
             mark = _paint(MARKS[o.severity], o.severity, colour)
             if len(o.nodes) == 1:
                 lines.append(f"  {mark} {o.nodes[0]}: {o.title}")
+            elif o.value is None:  # a split with no majority: its title names every variant and its nodes
+                lines.append(f"  {mark} {o.kind}: {o.title}")
             else:
                 lines.append(f"  {mark} {o.title}:")
                 lines += _wrap(o.nodes, "      ")
@@ -248,6 +277,7 @@ def render_markdown(fleet: Fleet) -> str:
     if fleet.outliers:
         lines += ["### Outliers", ""]
         lines += [f"- {MD_MARKS[o.severity]} **{_md(o.nodes[0])}**: {_md(o.title)}" if len(o.nodes) == 1 else
+                  f"- {MD_MARKS[o.severity]} {_md(o.kind)}: {_md(o.title)}" if o.value is None else  # a split
                   f"- {MD_MARKS[o.severity]} {_md(o.title)}: {_md(', '.join(o.nodes))}" for o in fleet.outliers]
         lines.append("")
     if fleet.errors:
