@@ -530,10 +530,21 @@ class _Planner:
             self._driver([(n, f, it.InstallDriverBranch()) for n, f, _i in items])
             needs = self.torch_needs(env, want=opts.want, prefer=keep)
             blocker = self._gpu_driver_blocker(needs.driver)
+        after_driver = False
         try:
-            pick = {"possible": False, "why": blocker} if blocker else pick_torch(m, needs)
+            pick: dict[str, Any] = {"possible": False, "why": blocker or ""}
+            # A build the installed driver runs first: the step then stands on its own, whatever is done with
+            # the driver step. Only when none fits does the torch step count on the planned driver.
+            current = self.torch_needs(env, want=opts.want, prefer=keep, planned=False)
+            if not self._gpu_driver_blocker(current.driver) and current.driver:
+                pick = pick_torch(m, current)
+            if not pick.get("possible") and not blocker:
+                pick = pick_torch(m, needs)
+                after_driver = bool(pick.get("possible")) and needs.driver != current.driver
         except QueryError as exc:
             pick = {"possible": False, "why": str(exc)}
+        if after_driver and "driver" in self.steps:
+            self.claim("driver", who)  # the build runs only once the new driver is in: both steps resolve it
         if opts.target_cuda and pick.get("possible"):
             var = m.torch_variant(pick["torch"], opts.target_cuda)
             if var:
@@ -584,7 +595,8 @@ class _Planner:
                 return f"driver branch {vtuple(full)[0]} no longer drives {g.name}: install the R{last} branch"
         return None
 
-    def torch_needs(self, env: PythonEnv | None, want: str | None = None, prefer: str | None = None) -> Any:
+    def torch_needs(self, env: PythonEnv | None, want: str | None = None, prefer: str | None = None,
+                    planned: bool = True) -> Any:
         from doctor.queries import TorchNeeds
 
         facts, m = self.facts, self.m
@@ -593,10 +605,10 @@ class _Planner:
         segment = None if (not segments or None in segments) else (
             "consumer" if "consumer" in segments else "workstation" if "workstation" in segments else segments[0])
         drv = _driver(facts)
-        if "driver_branch" in self.targets:
+        if planned and "driver_branch" in self.targets:
             drv = str(self.targets["driver_branch"])
         compat = tuple(p.name for p in facts.driver.packages if p.name.startswith("cuda-compat"))
-        if "cuda_compat" in self.targets:
+        if planned and "cuda_compat" in self.targets:
             compat = (*compat, self.targets["cuda_compat"])
         return TorchNeeds(ccs=ccs, driver=drv, segment=segment, python=_py(env.version) if env else None,
                           platform=platform(facts, m), want=want, prefer=prefer,
