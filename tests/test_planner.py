@@ -144,6 +144,21 @@ def test_a_healthy_second_environment_is_left_alone() -> None:
     assert [a.python for a in plan.actions() if isinstance(a, ReinstallTorch)] == [sick.executable]
 
 
+def test_a_torch_step_runs_on_the_installed_driver_when_a_build_does() -> None:
+    # A CUDA 13.0 toolkit asks for driver 580; the CPU torch is still replaced by a build 535 runs (cu126), so
+    # the torch step does not silently depend on the driver step.
+    from doctor.facts import Toolkit
+
+    rtx4090 = replace(H100, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")  # no forward compat
+    facts = make_facts(driver__kernel_module="535.104.05", driver__userspace="535.104.05", gpus=[rtx4090],
+                       toolkits=[Toolkit("/usr/local/cuda-13.0", "13.0.0", "13.0.88", "path")],
+                       python_envs=[torch_env("2.13.0+cpu", None, cpu_only=True)])
+    plan = plan_of(facts)
+    assert plan.targets["driver_branch"] == 580
+    (torch,) = [a for a in plan.actions() if isinstance(a, ReinstallTorch)]
+    assert (torch.version, torch.cuda) == ("2.13.0", "12.6")
+
+
 def test_companions_come_from_the_same_index_with_their_pair() -> None:
     env = torch_env("2.5.1+cpu", None, cpu_only=True)
     env = replace(env, packages=[*env.packages, PyPackage("torchvision", "0.20.1+cpu", cpu_only=True)])
