@@ -75,7 +75,10 @@ def host_from_args(args: argparse.Namespace) -> Any:
     root = Path(args.root) if args.root else Path("/")
     if args.root and not root.is_dir():
         raise UsageError(f"--root {args.root}: not a directory")
-    host = Host(root=root.resolve() if args.root else root, timeout=args.timeout)
+    # One overall deadline besides each command's timeout (hung commands must not add up); --deep imports
+    # have their own, longer timeout.
+    budget = 3 * args.timeout + (2 * args.deep_timeout if getattr(args, "deep", False) else 0)
+    host = Host(root=root.resolve() if args.root else root, timeout=args.timeout, budget=budget)
     for p in args.python:
         real = host.path(p)
         if not real.exists():
@@ -90,11 +93,16 @@ def collect_from_args(args: argparse.Namespace) -> Any:
 
 
 def read_input(path: str, option: str) -> str:
-    """The text of a file named on the command line (- for standard input); a usage error if unreadable."""
+    """The text of a file named on the command line (- for standard input); a usage error if unreadable.
+
+    Only a regular file or standard input, never more than 64 MB (a FIFO or /dev/zero cannot hang it)."""
+    from doctor.safeio import InputError
+    from doctor.safeio import read_input as safe_read
+
     try:
-        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"{option} {path}: {exc.strerror or exc}") from None
+        return safe_read(path, option)
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def load_facts_file(path: str) -> Any:

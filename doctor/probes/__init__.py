@@ -46,6 +46,8 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
     cudnns = cuda.probe_cudnn(host, rec, toolkits, loader, envs, cudnn_int if isinstance(cudnn_int, int) else None)
     if not targets:
         rec.error("python", "no Python interpreter found (no VIRTUAL_ENV, CONDA_PREFIX or python3 on PATH)")
+    for note in host.notes:  # files cut at their cap: what was past the cut is unknown, and says so
+        rec.error("read", note)
     return Facts(
         collected_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         host=host_info,

@@ -141,7 +141,8 @@ def _module_installed(host: Host, kernel: str | None) -> bool | None:
 
 
 def kernel_sort_key(version: str) -> tuple[Any, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-+~_]", version))
+    # isdecimal() and ASCII: "²".isdigit() is True, but int("²") raises
+    return tuple(int(p) if p.isascii() and p.isdecimal() else p for p in re.split(r"[.\-+~_]", version))
 
 
 def _next_boot_kernel(host: Host) -> str | None:
@@ -156,8 +157,36 @@ def _next_boot_kernel(host: Host) -> str | None:
         return max(kernels)
 
 
+DPKG_STATUS_CAP = 512 * 1024 * 1024  # streamed; a desktop with 5,000 packages has ~10 MB
+
+
+def _dpkg_driver_stanzas(host: Host) -> str | None:
+    """The stanzas of dpkg's status file that may be driver packages, streamed: the file is often larger
+    than one read's cap, and a package past a cut must not silently vanish. None when unreadable."""
+    kept: list[str] = []
+    stanza: list[str] = []
+    try:
+        for line in host.iter_lines("/var/lib/dpkg/status", DPKG_STATUS_CAP):
+            if line.strip():
+                stanza.append(line)
+                continue
+            if _driver_stanza(stanza):
+                kept.append("".join(stanza))
+            stanza = []
+    except (OSError, ValueError):
+        return None
+    if _driver_stanza(stanza):
+        kept.append("".join(stanza))
+    return "\n".join(kept)
+
+
+def _driver_stanza(lines: list[str]) -> bool:
+    name = next((x[8:].strip() for x in lines if x[:8].lower() == "package:"), None)
+    return bool(name and DRIVER_PACKAGE.match(name))
+
+
 def _packages(host: Host, rec: Recorder) -> list[Package]:
-    status = host.try_read("/var/lib/dpkg/status")
+    status = _dpkg_driver_stanzas(host)
     if status is not None:
         rec.source("driver.packages", "file:/var/lib/dpkg/status")
         return [Package(n, v, "dpkg") for n, v in parsers.parse_dpkg_status(status) if DRIVER_PACKAGE.match(n)]

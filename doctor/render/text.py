@@ -8,6 +8,7 @@ from typing import TextIO
 
 from doctor.engine import Report
 from doctor.findings import AREAS, Finding
+from doctor.safeio import display
 
 MARKS = {"ok": "✓", "info": "·", "warn": "!", "fail": "✗"}
 COLOURS = {"ok": "32", "info": "2", "warn": "33", "fail": "31"}
@@ -37,16 +38,18 @@ def header(report: Report) -> str:
     gpu = f"{len(gpus)} GPU(s) visible" if gpus else (
         f"{f.host.pci_nvidia_gpus} NVIDIA GPU(s) on PCI" if f.host.pci_nvidia_gpus else "no GPU visible")
     matrix = f"; {report.matrix}" if report.matrix else ""
-    return f"gpu-doctor — {host or 'unknown host'}\n{drv}; {cuda}; {gpu}{matrix}"
+    return display(f"gpu-doctor — {host or 'unknown host'}\n{drv}; {cuda}; {gpu}{matrix}")
 
 
 def render(report: Report, verbose: bool = False, colour: bool | None = None, stream: TextIO | None = None) -> str:
+    """The report for a terminal. Every value from the facts passes :func:`display`: a GPU name or a path
+    holding ESC, C1 or NUL characters is shown escaped, never sent to the terminal."""
     colour = use_colour(stream or sys.stdout) if colour is None else colour
     lines = [header(report), ""]
     areas = [a for a in AREAS if any(x.area == a for x in report.findings)]
     areas += sorted({x.area for x in report.findings} - set(areas))
     for area in areas:
-        lines.append(area)
+        lines.append(display(area, line=True))
         for fnd in (x for x in report.findings if x.area == area):
             lines += _finding_lines(fnd, verbose, colour)
         lines.append("")
@@ -54,33 +57,39 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
         quiet = [c for c in report.checks if c.status in ("skipped", "not_applicable")]
         if quiet:
             lines.append("Not checked")
-            lines += [f"  - {c.id}: {c.reason}" for c in quiet]
+            lines += [display(f"  - {c.id}: {c.reason}", line=True) for c in quiet]
             lines.append("")
         if report.facts.errors:
             lines.append("What the probes could not learn")
-            lines += [f"  - {e.probe}: {e.reason}" for e in report.facts.errors]
+            lines += [display(f"  - {e.probe}: {e.reason}", line=True) for e in report.facts.errors]
             lines.append("")
     lines.append(summary(report))
     return "\n".join(lines) + "\n"
 
 
 def _finding_lines(f: Finding, verbose: bool, colour: bool) -> list[str]:
-    out = [f"  {_paint(MARKS[f.severity], f.severity, colour)} {f.title}"]
+    out = [f"  {_paint(MARKS[f.severity], f.severity, colour)} {display(f.title, line=True)}"]
     problem = f.severity in ("fail", "warn")
+    rest: list[str] = []
     if problem or verbose:
         if f.detail and (problem or verbose):
-            out += [f"      {line}" for line in f.detail.splitlines()]
+            rest += [f"      {line}" for line in _lines(f.detail)]
         if f.fix:
-            out += [f"      fix: {line}" if i == 0 else f"           {line}"
-                    for i, line in enumerate(f.fix.summary.splitlines())]
-            out += [f"        $ {s.shell()}" + (f"   # {s.note}" if s.note else "") for s in f.fix.steps]
+            rest += [f"      fix: {line}" if i == 0 else f"           {line}"
+                     for i, line in enumerate(_lines(f.fix.summary))]
+            rest += [f"        $ {s.shell()}" + (f"   # {s.note}" if s.note else "") for s in f.fix.steps]
     if verbose:
-        out += [f"      evidence: {e.line()}" for e in f.evidence]
-        out.append(f"      code: {f.code}")
-    return out
+        rest += [f"      evidence: {e.line()}" for e in f.evidence]
+        rest.append(f"      code: {f.code}")
+    return out + [display(line, line=True) for line in rest]
+
+
+def _lines(text: str) -> list[str]:
+    # split on "\n" only: str.splitlines() also splits on \x1c-\x1e, \x85 and U+2028, which display() escapes
+    return text.split("\n")
 
 
 def summary(report: Report) -> str:
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("fail", "warn", "ok")}
     word = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready"}[report.status]
-    return f"{word}: {counts['fail']} failure(s), {counts['warn']} warning(s), {counts['ok']} ok"
+    return f"{word}: {counts['fail']} failure(s), {counts['warn']} warning(s), {counts['ok']} ok"  # no facts: safe
