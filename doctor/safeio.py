@@ -82,20 +82,26 @@ def read_input(path: str, what: str, cap: int = INPUT_CAP, stdin: BinaryIO | Non
     """The text of a file named on the command line, ``-`` meaning standard input; InputError when unreadable.
 
     Standard input is read as bytes (``sys.stdin.buffer``): under a strict locale, text mode would raise
-    on the first byte that is not UTF-8.
+    on the first byte that is not UTF-8. Messages start with ``what path`` (``path`` when ``what`` is empty).
     """
+    name = f"{what} {path}" if what else path
     try:
         if path == "-":
             src = stdin if stdin is not None else getattr(sys.stdin, "buffer", None)
-            if src is None:
-                raise InputError(f"{what} -: standard input is closed")
+            if src is None:  # a text stream with no bytes under it (io.StringIO): it cannot hold bad bytes
+                if sys.stdin is None:
+                    raise InputError(f"{name}: standard input is closed")
+                text = sys.stdin.read(cap + 1)
+                if len(text) > cap:
+                    raise InputError(f"{name}: larger than {megabytes(cap)}")
+                return text
             data, more = read_capped(src, cap)
         else:
             data, more = read_file(path, cap)
     except OSError as exc:
-        raise InputError(f"{what} {path}: {exc.strerror or exc}") from None
+        raise InputError(f"{name}: {exc.strerror or exc}") from None
     if more:
-        raise InputError(f"{what} {path}: larger than {megabytes(cap)}; not a file gpu-doctor writes or reads")
+        raise InputError(f"{name}: larger than {megabytes(cap)}; not a file gpu-doctor writes or reads")
     return data.decode("utf-8", "replace")
 
 
