@@ -16,6 +16,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from doctor.safeio import small_int
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -30,9 +32,10 @@ def vtuple(version: str | None) -> tuple[int, ...]:
     """'535.104.05' -> (535, 104, 5); non-numeric pieces end the tuple. () for None."""
     out: list[int] = []
     for piece in re.split(r"[.\-+]", version or ""):
-        if not piece.isdigit():
+        n = small_int(piece)  # ASCII digits only: "²".isdigit() is True but int("²") raises
+        if n is None:
             break
-        out.append(int(piece))
+        out.append(n)
     return tuple(out)
 
 

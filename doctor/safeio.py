@@ -108,6 +108,17 @@ def read_input(path: str, what: str, cap: int = INPUT_CAP, stdin: BinaryIO | Non
 # --- JSON -------------------------------------------------------------------------------------------
 
 
+def small_int(text: str, digits: int = 18) -> int | None:
+    """``text`` as an int when it is ASCII decimal digits only and not too long; else None.
+
+    ``str.isdigit`` accepts superscripts ("²") that ``int`` rejects, ``\\d`` accepts other scripts'
+    digits, and ``int`` refuses (ValueError) more than 4,300 digits: a version parser must meet none.
+    """
+    if not text or len(text) > digits or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
+
+
 def _int(text: str) -> int:
     digits = len(text.lstrip("-"))
     if digits > MAX_INT_DIGITS:

@@ -9,6 +9,7 @@ from doctor.checks.common import driver_installed, ev, finding, frameworks, gpu_
 from doctor.facts import Facts, Gpu
 from doctor.findings import Evidence, Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.safeio import small_int
 
 PYTORCH_INSTALL = "https://pytorch.org/get-started/locally/"
 CONDA_VIRTUAL = "https://docs.conda.io/projects/conda/en/latest/user-guide/tasks/manage-virtual.html"
@@ -129,7 +130,7 @@ def cuda_visible_devices(facts: Facts, ctx: Context) -> Iterator[Finding]:
     uuids = [g.uuid for g in gpus if g.uuid] + [m.uuid for g in gpus for m in g.mig_devices if m.uuid]
     tokens = _visible_tokens(value)
     for pos, tok in enumerate(tokens):
-        valid = (tok.isdigit() and int(tok) < len(gpus)) or (
+        valid = (small_int(tok) is not None and int(tok) < len(gpus)) or (
             re.match(r"^(GPU|MIG)-", tok) is not None and any(u.startswith(tok) for u in uuids))
         if not valid:
             kept = tokens[:pos]
@@ -159,7 +160,7 @@ def ordinal_table(facts: Facts) -> str:
         picked = []
         for tok in _visible_tokens(visible):
             match = [g for g in cuda_order if g.uuid and tok.startswith(("GPU-", "MIG-")) and g.uuid.startswith(tok)]
-            if tok.isdigit() and int(tok) < len(cuda_order):
+            if small_int(tok) is not None and int(tok) < len(cuda_order):
                 match = [cuda_order[int(tok)]]
             if not match:
                 break
