@@ -198,3 +198,17 @@ _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\u
 def xml_text(value: object) -> str:
     """Text that is valid in an XML 1.0 document (and safe to show): the rest becomes visible escapes."""
     return _XML_BAD.sub(_escape, value if isinstance(value, str) else _str(value))
+
+
+def _picture(m: re.Match[str]) -> str:
+    c = ord(m.group(0))
+    if c < 0x20:
+        return chr(0x2400 + c)  # ␛ for ESC, ␀ for NUL …: the Unicode control pictures
+    return "\u2421" if c == 0x7F else "\ufffd"
+
+
+def visible(text: str, line: bool = False) -> str:
+    """Like :func:`display`, but one character for one: each unsafe character becomes a visible stand-in
+    (ESC → ␛, NUL → ␀, DEL → ␡, C1, surrogates and bidi controls → �). The length is kept, so styled
+    spans over the text (a TUI's Rich ``Text``) stay where they were."""
+    return (_UNSAFE_LINE if line else _UNSAFE).sub(_picture, text)

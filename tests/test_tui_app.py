@@ -448,7 +448,7 @@ async def test_gpu_table_of_a_snapshot_is_static() -> None:
         await pilot.pause(0.2)
         table = app.query_one(DataTable)
         assert table.row_count == 8
-        assert table.get_row_at(0)[1] == "NVIDIA H100 80GB HBM3"
+        assert str(table.get_row_at(0)[1]) == "NVIDIA H100 80GB HBM3"  # a Text: never parsed as markup
         assert "recorded 2026-11-22T09:00:00+00:00" in str(app.query_one("#gpu-status", Static).render())
         assert calls == []  # a replayed snapshot is never sampled
 
@@ -491,7 +491,7 @@ async def test_live_gpu_table_refreshes_from_a_worker_thread_while_shown() -> No
         table = app.query_one(DataTable)
         assert table.row_count == 1
         await settle(pilot)
-        temp = table.get_row_at(0)[5]
+        temp = str(table.get_row_at(0)[5])
         assert temp.endswith("°C") and int(temp[:-2]) > 40
         assert "live: NVML every 0.05 s · updated" in str(app.query_one("#gpu-status", Static).render())
 

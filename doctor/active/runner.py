@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from doctor import children
+
 MARKER = b"@@GPU-DOCTOR@@"
 
 
@@ -37,6 +39,13 @@ def child_events(argv: Sequence[str], env: Mapping[str, str], timeout: float) ->
             yield {"event": "exit", "returncode": None, "error": exc.strerror or str(exc), "stderr": ""}
             return
         assert proc.stdout is not None
+        try:
+            children.register(proc.pid)  # SIGINT / SIGTERM / SIGHUP of the doctor kill this group too
+        except children.Stopping:
+            proc.wait()
+            proc.stdout.close()
+            yield {"event": "exit", "returncode": None, "error": "gpu-doctor is stopping", "stderr": ""}
+            return
         fd = proc.stdout.fileno()
         buf = b""
         last = time.monotonic()
@@ -62,6 +71,7 @@ def child_events(argv: Sequence[str], env: Mapping[str, str], timeout: float) ->
                         yield event
         finally:
             reaped = _kill_group(proc) if hung or proc.poll() is None else True
+            children.unregister(proc.pid)
             proc.stdout.close()
         if buf:
             event = _parse(buf)

@@ -15,6 +15,7 @@ from textual.widgets.option_list import Option
 
 from doctor.engine import Report
 from doctor.findings import Finding
+from doctor.safeio import visible
 from doctor.tui import fixes, model
 
 
@@ -76,13 +77,13 @@ class FixScreen(Screen[None]):
 
     def _render_script(self) -> None:
         about = next((f.about for f in self.formats if f.id == self.format), "")
-        self.query_one("#fix-about", Static).update(Text(about, style="dim italic"))
+        self.query_one("#fix-about", Static).update(Text(visible(about), style="dim italic"))
         script = self.script
         body = self.query_one("#fix-script", Static)
         if self.error:
-            body.update(Text(self.error, style="bold red"))
-        else:
-            body.update(Syntax(script, "bash", theme="ansi_dark", line_numbers=True, word_wrap=True))
+            body.update(Text(visible(self.error), style="bold red"))
+        else:  # shown with control characters as stand-ins; copied and saved exactly
+            body.update(Syntax(visible(script), "bash", theme="ansi_dark", line_numbers=True, word_wrap=True))
         self.query_one("#fix-body", VerticalScroll).scroll_home(animate=False)
 
     def action_copy(self) -> None:
@@ -189,7 +190,7 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
-            yield Static(self.question)
+            yield Static(Text(visible(self.question)))  # a Text: the question may quote data, never markup
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"{self.yes} (y)", variant="warning", id="yes", compact=True)
                 yield Button("Cancel (n)", id="no", compact=True)
