@@ -14,13 +14,17 @@ import atexit
 import contextlib
 import os
 import signal
+import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from types import FrameType
+from typing import Any, TypeVar
 
 _lock = threading.Lock()
 _groups: set[int] = set()
 _stopping = False
+_main_spawning = 0  # > 0 while the main thread is between starting a child and registering it
+_pending: BaseException | None = None  # a signal's exception held back until that registration is done
 
 
 class Stopping(Exception):
@@ -54,17 +58,27 @@ def unregister(pgid: int) -> None:
         _groups.discard(pgid)
 
 
-@contextlib.contextmanager
-def tracked(pgid: int) -> Iterator[None]:
-    """Register a child's group for the block; on any exception out of the block, kill the group."""
-    register(pgid)
+P = TypeVar("P", bound="subprocess.Popen[bytes]")
+
+
+def start(popen: Callable[[], P]) -> P:
+    """Start a child (``popen`` must give it its own session) and register its group, with no gap between the
+    two where a signal could leave it unregistered: in the main thread, a signal's exception is held back
+    until the registration is done. Raises :class:`Stopping` (the child killed) once the doctor is stopping."""
+    global _main_spawning, _pending
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        _main_spawning += 1
     try:
-        yield
-    except BaseException:
-        _kill(pgid)
-        raise
+        proc = popen()
+        register(proc.pid)
+        return proc
     finally:
-        unregister(pgid)
+        if main:
+            _main_spawning -= 1
+            if _pending is not None and _main_spawning == 0:
+                exc, _pending = _pending, None
+                raise exc
 
 
 def _kill(pgid: int) -> None:
@@ -98,18 +112,32 @@ def reset() -> None:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    global _pending
     stop()
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise Terminated(signum)
+    exc: BaseException = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+    if _main_spawning:  # the main thread is starting a child: raise once it is registered (then killed)
+        _pending = exc
+        return
+    raise exc
 
 
-def install_signal_handlers() -> None:
-    """SIGINT, SIGTERM and SIGHUP kill the children, then unwind the main thread. Main thread only."""
+def install_signal_handlers() -> dict[int, Any]:
+    """SIGINT, SIGTERM and SIGHUP kill the children, then unwind the main thread. Main thread only.
+
+    A signal that is ignored (``nohup``) stays ignored. Returns the previous handlers for :func:`restore`.
+    """
+    previous: dict[int, Any] = {}
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
-        if sig is not None and signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
-            signal.signal(sig, _on_signal)
+        if sig is not None and signal.getsignal(sig) not in (signal.SIG_IGN, None):
+            previous[sig] = signal.signal(sig, _on_signal)
+    return previous
+
+
+def restore(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        with contextlib.suppress(ValueError, TypeError):
+            signal.signal(sig, handler)
 
 
 atexit.register(kill_all)

@@ -89,8 +89,7 @@ def _main(argv: list[str] | None) -> int:
     from doctor import children, safeio
 
     _tolerant_streams()
-    if threading.current_thread() is threading.main_thread():
-        children.install_signal_handlers()
+    handlers = children.install_signal_handlers() if threading.current_thread() is threading.main_thread() else {}
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv and sys.stdin.isatty() and sys.stdout.isatty():
         argv = ["tui"]  # `gpu-doctor` alone on a terminal opens the TUI; piped or redirected, it runs check
@@ -124,6 +123,7 @@ def _main(argv: list[str] | None) -> int:
         return _internal(exc)
     finally:
         children.kill_all()
+        children.restore(handlers)
 
 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF, errno.EROFS, errno.EPIPE}

@@ -63,28 +63,30 @@ def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str
     """
     args = tuple(argv)
     try:
-        proc = subprocess.Popen(
+        proc = children.start(lambda: subprocess.Popen(
             args,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             env=dict(env),
             start_new_session=True,
-        )
+        ))
     except FileNotFoundError:
         return CmdResult(args, None, error="not found")
     except PermissionError:
         return CmdResult(args, None, error="permission denied")
+    except children.Stopping:
+        return CmdResult(args, None, error="not run: gpu-doctor is stopping")
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or the environment
         return CmdResult(args, None, error=getattr(exc, "strerror", None) or str(exc))
     try:
-        with children.tracked(proc.pid):
-            out, err, why = _collect(proc, timeout)
-    except children.Stopping:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=1.0)
-        return CmdResult(args, None, error="not run: gpu-doctor is stopping")
+        out, err, why = _collect(proc, timeout)
+    except BaseException:  # a signal unwinding the main thread: the group goes with it
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
     finally:
+        children.unregister(proc.pid)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):

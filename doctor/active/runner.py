@@ -32,20 +32,17 @@ def child_events(argv: Sequence[str], env: Mapping[str, str], timeout: float) ->
     A child that cannot start yields ``{"event": "exit", "returncode": None, "error": why}``.
     """
     with tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                    env=dict(env), start_new_session=True)
+        try:  # registered: SIGINT / SIGTERM / SIGHUP of the doctor kill this group too
+            proc = children.start(lambda: subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=err,
+                                                           stdin=subprocess.DEVNULL, env=dict(env),
+                                                           start_new_session=True))
+        except children.Stopping:
+            yield {"event": "exit", "returncode": None, "error": "gpu-doctor is stopping", "stderr": ""}
+            return
         except OSError as exc:
             yield {"event": "exit", "returncode": None, "error": exc.strerror or str(exc), "stderr": ""}
             return
         assert proc.stdout is not None
-        try:
-            children.register(proc.pid)  # SIGINT / SIGTERM / SIGHUP of the doctor kill this group too
-        except children.Stopping:
-            proc.wait()
-            proc.stdout.close()
-            yield {"event": "exit", "returncode": None, "error": "gpu-doctor is stopping", "stderr": ""}
-            return
         fd = proc.stdout.fileno()
         buf = b""
         last = time.monotonic()
