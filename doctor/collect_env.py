@@ -43,6 +43,7 @@ from doctor.facts import (
     PythonEnv,
     Toolkit,
 )
+from doctor.safeio import small_int
 
 SOURCE = "collect_env"
 MAX_TEXT = 1_000_000  # a paste longer than this is cut: a report is a few kB
@@ -399,11 +400,10 @@ def _driver(report: _Report, f: _Facts, macos: bool, rocm: bool) -> DriverInfo:
         f.unknown("driver", value)
     api = None
     m = _DRIVER_TOO_OLD.search(report.text)
-    if m:
-        n = int(m.group("v"))
-        if 1000 <= n < 100_000:
-            api = f"{n // 1000}.{(n % 1000) // 10}"
-            f.source("driver.cuda_driver_api", f"torch warning 'driver on your system is too old (found version {n})'")
+    n = small_int(m.group("v")) if m else None  # bounded: int() refuses 4,300+ digits, and pastes are untrusted
+    if n is not None and 1000 <= n < 100_000:
+        api = f"{n // 1000}.{(n % 1000) // 10}"
+        f.source("driver.cuda_driver_api", f"torch warning 'driver on your system is too old (found version {n})'")
     return DriverInfo(userspace=userspace, cuda_driver_api=api)
 
 
@@ -411,8 +411,9 @@ def _gpu_names(report: _Report) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     for line in report.blocks.get("gpus", []):
         m = _GPU_LINE.match(line)
-        if m:
-            out.append((int(m.group("index")), m.group("name").strip()))
+        index = small_int(m.group("index"), 6) if m else None
+        if m and index is not None:
+            out.append((index, m.group("name").strip()))
     if not out:
         value = report.values.get("gpus")
         if _state(value) == "known" and value and not _GPU_LINE.match(value):

@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from doctor.facts import Facts
+from doctor.safeio import small_int
 
 EXPLAIN_SCHEMA = "gpu-doctor.explain/v1"
 MAX_TEXT = 1_000_000  # a pasted log longer than this is cut: the patterns only need the error lines
@@ -183,8 +184,9 @@ def _notes(sig: Signature, text: str) -> list[str]:
         notes += _oom_notes(text)
     m = sig.pattern.search(text)
     groups = m.groupdict() if m else {}
-    if sig.id == "torch.driver_too_old" and groups.get("found"):
-        n = int(groups["found"])
+    found = small_int(groups.get("found") or "")  # a pasted text may hold 5,000 digits here: not a version
+    if sig.id == "torch.driver_too_old" and found is not None:
+        n = found
         notes.append(f"'found version {n}' is the driver's CUDA version: {n // 1000}.{(n % 1000) // 10}; the torch "
                      "build needs a newer one.")
     if sig.id == "torch.arch_not_compatible" and groups.get("cc"):

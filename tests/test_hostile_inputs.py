@@ -361,3 +361,17 @@ def test_a_full_disk_is_a_one_line_io_error() -> None:
     ATTACK_COUNTS["full disk"] += 1
     assert p.returncode == 2
     assert p.stderr.decode().strip() == "gpu-doctor: error: cannot write the output: No space left on device"
+
+
+@pytest.mark.parametrize("digits", ["9" * 5000, "²³", "١٢٣"])
+def test_long_and_foreign_numbers_in_pasted_texts(tmp_path: Path, digits: str) -> None:
+    too_old = f"RuntimeError: The NVIDIA driver on your system is too old (found version {digits})."
+    report = tmp_path / "ce.txt"
+    report.write_text(f"PyTorch version: 2.5.1+cu124\nCUDA used to build PyTorch: 12.4\nGPU models and "
+                      f"configuration:\nGPU {digits}: NVIDIA A100\nNvidia driver version: 550.{digits}\n{too_old}\n")
+    for argv, stdin in ((["explain", "--no-probe", "-"], too_old.encode()),
+                        (["check", "-v", "--from-collect-env", str(report)], b""),
+                        (["explain", "--from-collect-env", str(report), too_old], b"")):
+        ATTACK_COUNTS["long numbers in texts"] += 1
+        r = run_cli(argv, stdin=stdin)
+        assert_clean_exit(r)

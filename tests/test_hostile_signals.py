@@ -65,7 +65,7 @@ def interrupt(proc: subprocess.Popen[bytes], sig: int, started: list[int], code:
     assert b"Traceback" not in err and b"internal error" not in err, err
     time.sleep(0.05)
     left = [p for p in started if alive(p)]
-    assert left == [], ("orphans left behind", [open(f"/proc/{p}/cmdline").read() for p in left])
+    assert left == [], ("orphans left behind", [Path(f"/proc/{p}/cmdline").read_bytes() for p in left])
 
 
 @pytest.mark.parametrize(("sig", "code"), SIGNALS, ids=[s.name for s, _ in SIGNALS])
