@@ -34,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 
 from doctor import __version__
 from doctor.matrix import major_minor
+from doctor.safeio import load_json, read_file
 
 SIMPLE_URL = "https://pypi.org/simple/{name}/"
 PROJECT_URL = "https://pypi.org/pypi/{name}/json"
@@ -545,8 +546,9 @@ def load_cached(cache_dir: Path | str | None = None) -> dict[str, Any] | None:
     "jax": {"jax": [...]}, "skipped": [...]}. Never touches the network.
     """
     path = Path(cache_dir or default_cache_dir()) / CACHE_FILE
-    try:
-        data = json.loads(path.read_bytes())
+    try:  # every `check` reads this: a FIFO or a device here must not hang it, nor deep nesting crash it
+        raw, more = read_file(path, 64 * 1024 * 1024)
+        data = None if more else load_json(raw)
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or validate(data):

@@ -375,3 +375,35 @@ def test_long_and_foreign_numbers_in_pasted_texts(tmp_path: Path, digits: str) -
         ATTACK_COUNTS["long numbers in texts"] += 1
         r = run_cli(argv, stdin=stdin)
         assert_clean_exit(r)
+
+
+@pytest.mark.parametrize("kind", ["fifo"])
+def test_a_hostile_matrix_cache_never_blocks_or_crashes_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              kind: str) -> None:
+    cache = tmp_path / "gpu-doctor" / "pypi-rows.json"
+    cache.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(cache)
+    else:
+        cache.write_bytes(b"[" * 100_000)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    from doctor import matrix
+
+    monkeypatch.setattr(matrix, "current", matrix.current.__wrapped__ if hasattr(matrix.current, "__wrapped__")
+                        else matrix.current)
+    ATTACK_COUNTS["special files"] += 1
+    r = run_cli(["check", "--facts", str(HEALTHY)])
+    assert_clean_exit(r)
+
+
+def test_a_lone_surrogate_written_to_a_file_is_no_crash(tmp_path: Path) -> None:
+    snap = load_example(EXAMPLES[[p.name for p in EXAMPLES].index("rtx5090-cu124-torch.json")])
+    for env in snap["python_envs"]:
+        env["executable"] = "/opt/\ud800/bin/python"
+    facts = write_json(tmp_path / "s.json", snap)
+    for argv in (["fix", "-o", str(tmp_path / "fix.sh")], ["fix", "--json", "-o", str(tmp_path / "plan.json")],
+                 ["pin", "--force", "-o", str(tmp_path / "pin.sh")]):
+        ATTACK_COUNTS["script values"] += 1
+        r = run_cli([*argv, "--facts", facts])
+        assert_clean_exit(r, (0,))
+    assert json.loads((tmp_path / "plan.json").read_text())  # a JSON escape: still valid JSON

@@ -77,7 +77,7 @@ def test_signal_during_check_with_a_hung_nvidia_smi(tmp_path: Path, sig: int, co
     interrupt(proc, sig, wait_for(pids), code)
 
 
-@pytest.mark.parametrize(("sig", "code"), SIGNALS[:2], ids=[s.name for s, _ in SIGNALS[:2]])
+@pytest.mark.parametrize(("sig", "code"), SIGNALS[1:2], ids=[s.name for s, _ in SIGNALS[1:2]])
 def test_signal_during_a_hung_deep_framework_import(tmp_path: Path, sig: int, code: int) -> None:
     pids = tmp_path / "pids"
     hanging_script(tmp_path / "root/usr/bin/python3", pids, when='[ "$3" = --deep ]')
@@ -121,7 +121,7 @@ def _ppid(pid: int) -> int | None:
 def test_ctrl_c_while_waiting_for_input_is_one_line(tmp_path: Path) -> None:
     proc = subprocess.Popen([str(GPU_DOCTOR), "check", "--facts", "-"], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(1.0)  # well past the interpreter's own start-up: gpu-doctor waits on standard input
+    time.sleep(0.6)  # well past the interpreter's own start-up: gpu-doctor waits on standard input
     interrupt(proc, signal.SIGINT, [], 130)
 
 

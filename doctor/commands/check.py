@@ -242,7 +242,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     text = facts.to_json()
     if args.output:
         try:
-            Path(args.output).write_text(text)
+            Path(args.output).write_text(text, encoding="utf-8", errors="backslashreplace")
         except OSError as exc:
             raise UsageError(f"-o {args.output}: {exc.strerror or exc}") from None
         print(f"gpu-doctor: wrote {args.output} ({len(text)} bytes)", file=sys.stderr)

@@ -64,7 +64,7 @@ def _write(args: argparse.Namespace, text: str, executable: bool = False) -> Non
         return
     try:
         path = Path(args.output)
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8", errors="backslashreplace")  # as on stdout: never a crash
         if executable:
             path.chmod(0o755)
     except OSError as exc:

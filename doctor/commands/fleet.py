@@ -78,11 +78,13 @@ def discover(paths: list[str]) -> list[str]:
     for p in paths:
         if os.path.isdir(p):
             found: list[str] = []
+            unlisted: list[str] = []
             # A directory that cannot be listed is kept as an entry: reading it fails, so it is named in the
             # errors and fails the run, instead of its reports silently missing from the fleet.
-            for top, dirs, names in os.walk(p, onerror=lambda exc: found.append(exc.filename)):
+            for top, dirs, names in os.walk(p, onerror=lambda exc, into=unlisted: into.append(exc.filename)):
                 dirs.sort()
                 found += [os.path.join(top, n) for n in names if n.endswith(".json")]
+            found += unlisted
             if not found:
                 raise UsageError(f"{p}: no *.json file in this directory")
             files += sorted(found)

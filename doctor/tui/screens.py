@@ -256,7 +256,7 @@ class SnapshotPicker(ModalScreen[int | None]):
 def write_text(path: str, text: str, executable: bool = False) -> Path:
     """Write an export or a script; raises OSError with the reason."""
     target = Path(path).expanduser()
-    target.write_text(text, encoding="utf-8")
+    target.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate from data
     if executable:
         target.chmod(0o755)
     return target.resolve()
