@@ -93,7 +93,7 @@ RENDERS = [
 ]
 
 
-@settings(FAST, max_examples=80)
+@settings(FAST, max_examples=60)
 @given(snapshot=hostile_snapshot(), which=st.sampled_from(RENDERS))
 def test_hostile_snapshot_never_crashes_any_renderer(tmp_path_factory: pytest.TempPathFactory,
                                                     snapshot: dict[str, Any], which: tuple[list[str], str]) -> None:
@@ -165,7 +165,7 @@ def test_json_bombs_are_one_line_errors(tmp_path: Path, name: str, data: bytes) 
 WRONG = st.sampled_from([3, -1, 1.5, True, None, "x", [], [1], {}, {"a": 1}, "\ud800"])
 
 
-@settings(FAST, max_examples=40)
+@settings(FAST, max_examples=25)
 @given(example=st.sampled_from(EXAMPLES), data=st.data())
 def test_wrong_types_are_refused_or_tolerated(tmp_path_factory: pytest.TempPathFactory, example: Path,
                                               data: st.DataObject) -> None:
@@ -269,7 +269,7 @@ COLLECT_ENV = sorted((Path(__file__).parent / "data" / "collect_env").glob("*.tx
 LONG = ["9" * 5000, "1" * 60, "535." + "9" * 5000, "²³", "\x1b[31m", "[/]"]
 
 
-@settings(FAST, max_examples=40)
+@settings(FAST, max_examples=30)
 @given(report=st.sampled_from(COLLECT_ENV), data=st.data())
 def test_hostile_collect_env_reports(tmp_path_factory: pytest.TempPathFactory, report: Path,
                                      data: st.DataObject) -> None:

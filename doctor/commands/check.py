@@ -64,7 +64,8 @@ def add_probe_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deep", action="store_true", help="also import each framework in its environment (one "
                    "subprocess each, with a timeout) and record what it says and which CUDA libraries it loaded")
     g.add_argument("--timeout", type=positive_seconds, default=5.0, metavar="SEC",
-                   help="timeout for each command and driver-library call (default: 5)")
+                   help="timeout for each command and driver-library call (default: 5); all commands together "
+                   "have 3 times this (plus twice --deep-timeout with --deep) as one overall deadline")
     g.add_argument("--deep-timeout", type=positive_seconds, default=60.0, metavar="SEC",
                    help="timeout for each framework import with --deep (default: 60)")
 

@@ -70,18 +70,18 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
 def _finding_lines(f: Finding, verbose: bool, colour: bool) -> list[str]:
     out = [f"  {_paint(MARKS[f.severity], f.severity, colour)} {display(f.title, line=True)}"]
     problem = f.severity in ("fail", "warn")
-    rest: list[str] = []
     if problem or verbose:
-        if f.detail and (problem or verbose):
-            rest += [f"      {line}" for line in _lines(f.detail)]
+        if f.detail:
+            out += [display(f"      {line}", line=True) for line in _lines(f.detail)]
         if f.fix:
-            rest += [f"      fix: {line}" if i == 0 else f"           {line}"
-                     for i, line in enumerate(_lines(f.fix.summary))]
-            rest += [f"        $ {s.shell()}" + (f"   # {s.note}" if s.note else "") for s in f.fix.steps]
+            out += [display(f"      fix: {line}" if i == 0 else f"           {line}", line=True)
+                    for i, line in enumerate(_lines(f.fix.summary))]
+            # a command keeps its own newlines (a file's content in printf): escaped, it would copy differently
+            out += [display(f"        $ {s.shell()}" + (f"   # {s.note}" if s.note else "")) for s in f.fix.steps]
     if verbose:
-        rest += [f"      evidence: {e.line()}" for e in f.evidence]
-        rest.append(f"      code: {f.code}")
-    return out + [display(line, line=True) for line in rest]
+        out += [display(f"      evidence: {e.line()}", line=True) for e in f.evidence]
+        out.append(display(f"      code: {f.code}", line=True))
+    return out
 
 
 def _lines(text: str) -> list[str]:
