@@ -133,3 +133,28 @@ def test_the_overall_deadline_refuses_new_commands(tmp_path: Path) -> None:
     h = Host(root=tmp_path, env={"PATH": "/usr/bin"}, timeout=5, budget=0.0)
     result = h.run(["true-ish"])
     assert result.returncode is None and result.error == "not run: the overall deadline (0s) had passed"
+
+
+HOSTILE_CONTENTS = {
+    "deep nesting": b"[" * 100_000,
+    "long digits": b'{"cuda": {"version": "' + b"9" * 5000 + b'"}, "runtimes": ' + b"9" * 5000 + b"}\n",
+    "binary": bytes(range(256)) * 64,
+    "control and markup": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.\x1b[2J²³ [/bold]\n"
+                          "Package: nvidia-driver-535\nStatus: install ok installed\nVersion: \ud800\n".encode(
+                              "utf-8", "surrogatepass"),
+}
+
+
+@pytest.mark.parametrize("content", list(HOSTILE_CONTENTS), ids=list(HOSTILE_CONTENTS))
+def test_hostile_file_contents_under_root_are_facts_or_errors(tmp_path: Path, content: str) -> None:
+    files: dict[str, Any] = {p: HOSTILE_CONTENTS[content] for p in FAULT_PATHS}
+    files["/etc/docker/daemon.json"] = HOSTILE_CONTENTS[content]
+    files["/usr/bin/docker"] = Cmd("")
+    build(tmp_path, files)
+    COUNTS["fault sysroots"] = COUNTS.get("fault sysroots", 0) + len(files)
+    facts = collect(host(tmp_path))
+    assert facts.host.container_toolkit is None or facts.host.container_toolkit.runtime_configured is not True
+    from doctor.engine import diagnose
+    from doctor.render.text import render
+
+    assert "\x1b" not in render(diagnose(facts), verbose=True, colour=False)
