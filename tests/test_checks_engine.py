@@ -58,6 +58,11 @@ ISSUE_CODES = {
     "toolkit.host_compiler_unsupported",
     # the CI-and-Docker issue
     "image.min_host_driver",
+    # the judgement issue (beliefs)
+    "loader.libcuda_stub", "driver.forward_compat", "toolkit.cuda_home_invalid", "framework.cuda_unavailable",
+    # the active-tests issue: what smoke / oom and the tools they hand over to recorded in the facts
+    "active.smoke", "active.oom", "active.multi_gpu", "active.frameworks", "active.torch", "active.gpu_burn",
+    "active.dcgm", "active.nccl_tests",
 }
 
 
@@ -92,18 +97,21 @@ def test_healthy_host_is_ok_in_every_area() -> None:
     assert report.status == "ok"
     assert {c.status for c in report.checks} <= {"ok", "not_applicable"}
     for area in AREAS:
-        if area == "Requirements":
-            continue  # only with --require
+        if area in ("Requirements", "Active tests"):
+            continue  # only with --require / with smoke or oom results recorded in the facts
         assert any(f.area == area and f.severity == "ok" for f in report.findings), area
     assert all(f.check for f in report.findings)
 
 
 def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> None:
     report = diagnose(make_facts())
-    assert {c.id for c in report.checks if c.status == "not_applicable"} == {
+    assert {c.id for c in report.checks if c.status == "not_applicable" and c.area != "Active tests"} == {
         "env.device_order", "container.no_gpu_passthrough", "wsl.driver",
-        # no system cuDNN and no TensorFlow on the healthy host: the cuDNN pairing rules have nothing to compare
-        "cudnn.cuda_mismatch", "cudnn.version_mismatch",
+        # no system cuDNN on the healthy host: the cuDNN/toolkit pairing rule has nothing to compare
+        "cudnn.cuda_mismatch",
+        "driver.forward_compat",  # the driver's own libcuda is in use
+        "toolkit.cuda_home_invalid",  # CUDA_HOME is not set
+        "framework.cuda_unavailable",  # only with --deep
         "image.min_host_driver"}  # only with --static
 
 
@@ -159,7 +167,7 @@ def test_skip_and_not_applicable_are_statuses_with_reasons(exc: Exception, statu
     report = diagnose(make_facts(), checks=[Check("test.signal", "Driver", "Signals.", func)])
     assert [(c.status, c.reason) for c in report.checks] == [(status, str(exc))]
     assert report.findings == []
-    assert report.status == "ok"
+    assert report.status == "unknown"  # nothing concluded about the driver, GPUs or frameworks: no verdict
 
 
 # --- the report's JSON contract ---------------------------------------------------------------

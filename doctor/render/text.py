@@ -91,5 +91,7 @@ def _lines(text: str) -> list[str]:
 
 def summary(report: Report) -> str:
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("fail", "warn", "ok")}
-    word = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready"}[report.status]
-    return f"{word}: {counts['fail']} failure(s), {counts['warn']} warning(s), {counts['ok']} ok"  # no facts: safe
+    word = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready",
+            "unknown": "UNKNOWN (too little evidence: the driver, GPU and framework checks could not run)"
+            }[report.status]
+    return f"{word}: {counts['fail']} failure(s), {counts['warn']} warning(s), {counts['ok']} ok"

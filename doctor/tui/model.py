@@ -15,8 +15,9 @@ from doctor.facts import Facts, Gpu
 from doctor.findings import AREAS, Evidence, Finding
 from doctor.render.text import header, summary
 
-MARKS = {"fail": "✗", "warn": "!", "info": "·", "ok": "✓", "none": "·"}
-STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready"}
+MARKS = {"fail": "✗", "warn": "!", "info": "·", "ok": "✓", "none": "·", "unknown": "?"}
+STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready",
+                "unknown": "UNKNOWN (too little evidence)"}
 NOT_RUN = ("skipped", "not_applicable")
 SEVERITY_ORDER = {"none": -1, "ok": 0, "info": 1, "warn": 2, "fail": 3, "error": 3}
 
@@ -73,6 +74,9 @@ def areas(report: Report) -> list[AreaView]:
         quiet = [c for c in report.checks if c.area == name and c.status in NOT_RUN]
         if not found and not any(c.area == name for c in report.checks):
             continue  # an area no check of this run belongs to (e.g. no --require gate given)
+        if name == "Active tests" and not found and all(c.status == "not_applicable"
+                                                        for c in report.checks if c.area == name):
+            continue  # run on request (`smoke`, `oom`): without a recorded test there is nothing to say
         out.append(AreaView(name, [f for f in found if f.severity in ("fail", "warn")],
                             [f for f in found if f.severity in ("ok", "info")], quiet))
     return out
