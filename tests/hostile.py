@@ -124,7 +124,7 @@ def run_cli(argv: list[str], stdin: bytes = b"") -> Result:
 
 
 def crashed(r: Result) -> bool:
-    return r.code not in (0, 1, 2) or "internal error" in r.err or "Traceback" in r.err
+    return r.code not in (0, 1, 2, 4) or "internal error" in r.err or "Traceback" in r.err  # 4: unknown
 
 
 TERMINAL_UNSAFE = [chr(c) for c in [*range(0, 9), *range(11, 32), *range(0x7f, 0xa0)]] + ["\u202e", "\u2028"]
