@@ -27,7 +27,7 @@ EXAMPLES = sorted((Path(__file__).parent.parent / "doctor" / "examples").glob("*
 NASTY = ["\x1b[2J", "\x1b]0;pwned\x07", "\x9b31m", "\x00", "\x7f", "\ud800", "\udfff", "\u202e", "\u2028",
          "[/bold]", "[/]", "[@click=app.quit]", "[red]", "$(touch /tmp/x)", "`id`", ";", "-oAPT::x=y", "\\",
          "\n", "\r", "\t", "²", "١٢", "535.\u00b9\u00b2", "%s%n", "{0}", "</testcase>", "]]>", "&#0;", "|", "*",
-         "\ufffe", "\uffff", "𝟓"]
+         "\ufffe", "\uffff", "𝟓", "9" * 5000, "535." + "9" * 5000 + ".1", "cu" + "1" * 4400]
 
 hostile_text = st.one_of(
     st.sampled_from(NASTY),

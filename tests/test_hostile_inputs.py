@@ -107,7 +107,9 @@ def test_hostile_snapshot_never_crashes_any_renderer(tmp_path_factory: pytest.Te
     elif kind == "junit" and r.code in (0, 1):
         ET.fromstring(r.out.split("\n", 1)[1])  # well-formed XML 1.0, whatever the facts held
     elif kind == "json":
-        assert json.loads(r.out)["schema"] == "gpu-doctor.report/v1"
+        report = json.loads(r.out)
+        assert report["schema"] == "gpu-doctor.report/v1"
+        assert [c["id"] for c in report["checks"] if c["status"] == "crashed"] == [], "a check crashed on a value"
     elif kind == "requirements":
         assert not any(line.endswith("\\") for line in r.out.splitlines()), "pip would join the next line"
 

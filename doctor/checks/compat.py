@@ -171,6 +171,8 @@ def _gpus_with_arch(facts: Facts, ctx: Context) -> Iterator[tuple[Gpu, Row, str,
         raise NotApplicable("no GPU visible")
     if not drv:
         raise Skip("the driver version is unknown")
+    if not vtuple(drv):  # a snapshot from elsewhere may hold anything: "²", "unknown", 5,000 digits
+        raise Skip(f"the driver version {drv[:40]!r} is not a version number")
     for g in gpus:
         row, arch = m.gpu_for_facts(g.name, g.compute_capability)
         if arch:
@@ -361,7 +363,11 @@ def nvcc_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not version:
         raise Skip(f"the CUDA version of the toolkit extensions would build with is unknown ({built.why})")
     where = f"{how}={root}" if how != "PATH" else f"nvcc on PATH ({root}/bin/nvcc)"
+    if not vtuple(version):
+        raise Skip(f"the build toolkit's CUDA version {version[:40]!r} is not a version number")
     for p in torches:
+        if not vtuple(p.cuda):
+            continue  # torch's CUDA is not a version here: nothing to compare
         evidence = [Evidence("build_toolkit", f"{where}: CUDA {version}", built.source),
                     Evidence("python_envs.packages", f"{label(p)} cuda={p.cuda}")]
         if vtuple(version)[:1] != vtuple(p.cuda)[:1]:
@@ -515,7 +521,7 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           "path at the same one).")
     for env, p in pairs:
         built, rule = _built_cudnn(m, p)
-        if not built:
+        if not built or not vtuple(built):  # a recorded cuDNN that is not a version: nothing to compare
             continue
         loaded, src = _loaded_cudnn(facts, env, p)
         if not loaded:

@@ -136,7 +136,7 @@ def cuda_visible_devices(facts: Facts, ctx: Context) -> Iterator[Finding]:
     for pos, tok in enumerate(tokens):
         valid = (small_int(tok) is not None and int(tok) < len(gpus)) or (
             re.match(r"^(GPU|MIG)-", tok) is not None and any(u.startswith(tok) for u in uuids))
-        canonical = str(int(tok)) if tok.isdigit() else tok
+        canonical = str(small_int(tok)) if small_int(tok) is not None else tok
         if valid and canonical in seen:
             yield finding(
                 "env.cuda_visible_devices", "fail",
