@@ -22,7 +22,7 @@ ANY_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFF
 UNSAFE = {chr(c) for c in [*range(0, 9), *range(11, 32), *range(0x7F, 0xA0)]} | {"\u202e", "\u2028"}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(ANY_TEXT)
 def test_display_leaves_nothing_a_terminal_would_obey(text: str) -> None:
     shown = display(text)
@@ -31,14 +31,14 @@ def test_display_leaves_nothing_a_terminal_would_obey(text: str) -> None:
     assert "\n" not in display(text, line=True) and "\t" not in display(text, line=True)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(ANY_TEXT)
 def test_visible_keeps_the_length_for_styled_spans(text: str) -> None:
     shown = visible(text)
     assert len(shown) == len(text) and not (set(shown) & UNSAFE)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(ANY_TEXT)
 def test_xml_text_is_always_well_formed(text: str) -> None:
     el = ET.Element("t", a=xml_text(text))
@@ -46,7 +46,7 @@ def test_xml_text_is_always_well_formed(text: str) -> None:
     ET.fromstring(ET.tostring(el, encoding="unicode"))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(ANY_TEXT)
 def test_pin_fields_round_trip_exactly_and_hold_no_space(text: str) -> None:
     field = pin_field(text)
@@ -69,7 +69,7 @@ def test_small_int_reads_ascii_digits_only(text: str, value: int | None) -> None
     assert small_int(text) == value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | ANY_TEXT,
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(ANY_TEXT, inner, max_size=3),
                     max_leaves=10))
