@@ -110,7 +110,7 @@ def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, byte
         while open_fds:
             left = deadline - time.monotonic()
             if left <= 0:
-                why = f"timed out after {timeout:g}s"
+                why = f"timed out after {timeout:.3g}s"
                 break
             for key, _ in sel.select(left):
                 fd = key.fd
@@ -129,7 +129,7 @@ def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, byte
         try:
             proc.wait(timeout=left)
         except subprocess.TimeoutExpired:  # closed its pipes but kept running
-            why = f"timed out after {timeout:g}s"
+            why = f"timed out after {timeout:.3g}s"
     if why is not None:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -439,6 +439,7 @@ class Host:
             return CmdResult(tuple(argv), None, error="not found")
         limit = timeout or self.timeout
         left = self.remaining()
+        cut = left is not None and left < limit
         if left is not None:
             if left <= 0.05:
                 return CmdResult(tuple(argv), None, error=f"not run: the overall deadline ({self.budget:g}s) had "
@@ -446,5 +447,8 @@ class Host:
             limit = min(limit, left)
         real_argv = [str(self.path(exe)), *argv[1:]]
         result = self.runner(real_argv, limit, self.env)
+        error = result.error
+        if cut and error and error.startswith("timed out"):
+            error = f"stopped at the overall deadline ({self.budget:g}s)"
         # Report the command the way the user would type it, not the sysroot path.
-        return CmdResult(tuple(argv), result.returncode, result.stdout, result.stderr, result.error)
+        return CmdResult(tuple(argv), result.returncode, result.stdout, result.stderr, error)
