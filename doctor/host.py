@@ -70,6 +70,7 @@ def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str
             stdin=subprocess.DEVNULL,
             env=dict(env),
             start_new_session=True,
+            preexec_fn=_die_with_parent if _PRCTL is not None else None,  # even a SIGKILLed doctor leaves none
         ))
     except FileNotFoundError:
         return CmdResult(args, None, error="not found")

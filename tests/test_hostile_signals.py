@@ -142,3 +142,20 @@ def test_ctrl_c_anywhere_in_gpu_doctors_start_up_is_one_line(monkeypatch: pytest
         m.setattr(cli.importlib, "import_module", interrupted)
         assert cli.main(["check", "--facts", str(HEALTHY)]) == 130
     assert capsys.readouterr().err == "gpu-doctor: interrupted\n"
+
+
+def test_sigkill_of_the_doctor_still_takes_a_hung_command_with_it(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    smi = tmp_path / "root/usr/bin/nvidia-smi"
+    smi.parent.mkdir(parents=True)
+    smi.write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 1000\n")  # the command itself hangs
+    smi.chmod(0o755)
+    proc = subprocess.Popen([str(GPU_DOCTOR), "check", "--root", str(tmp_path / "root"), "--timeout", "60"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = wait_for(pids, count=1)
+    proc.kill()  # no handler runs: only the parent-death signal can end the child
+    proc.wait()
+    end = time.monotonic() + 2
+    while [p for p in started if alive(p)] and time.monotonic() < end:
+        time.sleep(0.02)
+    assert [p for p in started if alive(p)] == [], "a hung command outlived a SIGKILLed doctor"
