@@ -25,7 +25,7 @@ else:  # pragma: no cover - Python 3.10
 
 
 Row = dict[str, Any]
-FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid", "errors")
+FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid", "errors", "images")
 
 
 def vtuple(version: str | None) -> tuple[int, ...]:

@@ -63,6 +63,8 @@ ISSUE_CODES = {
     # the active-tests issue: what smoke / oom and the tools they hand over to recorded in the facts
     "active.smoke", "active.oom", "active.multi_gpu", "active.frameworks", "active.torch", "active.gpu_burn",
     "active.dcgm", "active.nccl_tests",
+    # Dockerfiles, Prometheus, Kubernetes labels (issue 16)
+    "image.env_blocks_gpu",
 }
 
 
@@ -112,7 +114,7 @@ def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> N
         "driver.forward_compat",  # the driver's own libcuda is in use
         "toolkit.cuda_home_invalid",  # CUDA_HOME is not set
         "framework.cuda_unavailable",  # only with --deep
-        "image.min_host_driver"}  # only with --static
+        "image.min_host_driver", "image.env_blocks_gpu"}  # only with --static
 
 
 def test_report_status_is_the_worst_finding() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctor.checks import active, compat, driver, environment, gpus, toolkit
+from doctor.checks import active, compat, driver, environment, gpus, image, toolkit
 from doctor.registry import Check
 
 REGISTRY: list[Check] = [
@@ -16,6 +16,7 @@ REGISTRY: list[Check] = [
     *environment.FRAMEWORK_CHECKS,
     *compat.CHECKS_FRAMEWORK,
     *environment.ENV_CHECKS,
+    *image.CHECKS,
     *compat.CHECKS_IMAGE,
     *active.CHECKS,
 ]
