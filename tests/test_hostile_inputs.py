@@ -221,7 +221,8 @@ def test_special_files_are_refused_at_once(tmp_path: Path, fifo: str, special: s
     pin.write_text("# gpu-doctor-pin v1\n")
     for argv in (["check", "--facts", path], ["check", "--from-collect-env", path], ["fix", "--facts", path],
                  ["pin", "--check", path, "--facts", str(HEALTHY)], ["diff", path, str(HEALTHY)],
-                 ["explain", "--facts", path, "CUDA error"], ["explain", "--from-collect-env", path, "CUDA error"]):
+                 ["explain", "--facts", path, "CUDA error"], ["explain", "--from-collect-env", path, "CUDA error"],
+                 ["check", "--dockerfile", path]):
         ATTACK_COUNTS["special files"] += 1
         r = run_cli(argv)
         assert_clean_exit(r, (2,))
