@@ -54,8 +54,8 @@ def positive_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds, got {text}")
+    if not 0 < value <= 3600:  # 0 would time every command out at once; NaN fails both comparisons
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds, got {text}")
     return value
 
 
@@ -66,8 +66,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Checks whether this machine's NVIDIA driver, CUDA toolkit, cuDNN and ML frameworks fit "
         "together and work, and says how to fix what does not. `check` is read-only and offline.",
         epilog="Exit codes: 0 no failure, 1 at least one failure (--strict: or warning), 2 usage or input "
-        "error, 3 internal error. `gpu-doctor` alone runs `check`. Run `gpu-doctor COMMAND --help` for a "
-        "command's options.",
+        "error, 3 internal error. `gpu-doctor` alone opens the interactive view (`tui`) when standard input and "
+        "output are a terminal, and runs `check` otherwise (piped, redirected, cron, CI). Run `gpu-doctor COMMAND "
+        "--help` for a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"gpu-doctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -79,9 +80,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
+    try:  # everything, the parser's imports included: Ctrl-C at any moment is one line, never a traceback
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler and sys.argv and \
+                os.path.basename(sys.argv[0]) == "gpu-doctor":
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, KeyboardInterrupt below
         return _main(argv)
-    except KeyboardInterrupt:  # Ctrl-C before the command's own handling (start-up, argument parsing)
+    except KeyboardInterrupt:
         print("gpu-doctor: interrupted", file=sys.stderr)
         return 130
 
@@ -90,13 +96,19 @@ def _main(argv: list[str] | None) -> int:
     from doctor import children, safeio
 
     _tolerant_streams()
-    handlers = children.install_signal_handlers() if threading.current_thread() is threading.main_thread() else {}
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv and sys.stdin.isatty() and sys.stdout.isatty():
         argv = ["tui"]  # `gpu-doctor` alone on a terminal opens the TUI; piped or redirected, it runs check
+    if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
+        guess = _misspelt_command(argv[0])
+        if guess:
+            print(f"gpu-doctor: error: unknown command {argv[0]!r}: did you mean `gpu-doctor {guess}`? "
+                  "(`gpu-doctor --help` lists the commands)", file=sys.stderr)
+            return EXIT_USAGE
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["check", *argv]  # `gpu-doctor` alone, or with check's options, means `check`
     name = argv[0] if argv[0] in COMMANDS else None
+    handlers = children.install_signal_handlers() if threading.current_thread() is threading.main_thread() else {}
     try:
         args = build_parser(only=name or "").parse_args(argv)
         code = importlib.import_module(COMMANDS[args.command][0]).run(args.command, args)
@@ -105,9 +117,6 @@ def _main(argv: list[str] | None) -> int:
     except (UsageError, safeio.InputError) as exc:
         print(f"gpu-doctor: error: {safeio.display(str(exc), line=True)}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("gpu-doctor: interrupted", file=sys.stderr)
-        return 130
     except children.Terminated as exc:
         print(f"gpu-doctor: stopped by signal {exc.signum}", file=sys.stderr)
         return 128 + exc.signum
@@ -156,6 +165,18 @@ def _silence_stdout() -> None:
         os.close(devnull)
     with contextlib.suppress(Exception):
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
+
+
+def _misspelt_command(word: str) -> str | None:
+    """The command a word that is neither a command nor a check id was probably meant to be."""
+    import difflib
+
+    guess = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.75)
+    if not guess:
+        return None
+    from doctor.checks import by_id
+
+    return None if by_id(word) is not None else guess[0]
 
 
 if __name__ == "__main__":
