@@ -272,3 +272,22 @@ def test_pcie_unknown_width_skips_with_a_reason() -> None:
     assert result.status == "skipped"
     assert result.reason
     assert findings == []
+
+
+# The platform decides whether x8 is a fault (issue 11): real nvidia-smi files from telegraf's test data
+# show consumer boards at x8 of x16; a data-center GPU below its slot, or x1/x4 anywhere, is the finding.
+
+
+@pytest.mark.parametrize("name", ["NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 4060 Laptop GPU",
+                                  "NVIDIA RTX A5000", "Tesla T4"])
+def test_pcie_x8_is_normal_on_consumer_laptop_workstation_and_t4(name: str) -> None:
+    f = only(make_facts(gpu__name=name, gpu__pcie_width_current=8), "gpu.pcie_degraded")
+    assert f.severity == "ok"
+    assert "x8 of x16" in f.title and "normal for this platform" in f.title
+
+
+@pytest.mark.parametrize("width", [1, 4])
+def test_pcie_x1_or_x4_warns_even_on_a_consumer_gpu(width: int) -> None:
+    f = only(make_facts(gpu__name="NVIDIA GeForce RTX 3090", gpu__pcie_width_current=width), "gpu.pcie_degraded")
+    assert f.severity == "warn"
+    assert f"x{width} of x16" in f.title

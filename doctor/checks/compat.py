@@ -63,8 +63,9 @@ def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
 def _verdict(m: Matrix, facts: Facts, cuda: str) -> Verdict:
     compat = tuple(p.name for p in facts.driver.packages if p.name.startswith("cuda-compat"))
     # Under WSL2 the driver is the Windows one, and NVML reports its Windows version (e.g. 551.78).
-    return driver_runs_cuda(m, _driver(facts), cuda, _segment(m, facts), compat, facts.driver.cuda_driver_api,
-                            windows=bool(facts.host.wsl))
+    # libcuda's answer first; nvidia-smi's "CUDA Version" where libcuda could not be asked (an image, a report).
+    api = facts.driver.cuda_driver_api or facts.driver.smi_cuda_version
+    return driver_runs_cuda(m, _driver(facts), cuda, _segment(m, facts), compat, api, windows=bool(facts.host.wsl))
 
 
 def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Iterator[Finding]:
@@ -72,7 +73,7 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
     items = [r for r in runtimes(facts) if r[2] == kind]
     if not items:
         raise NotApplicable(f"no {'CUDA toolkit' if kind == 'toolkit' else 'CUDA build of a framework'} found")
-    if not (_driver(facts) or facts.driver.cuda_driver_api):
+    if not (_driver(facts) or facts.driver.cuda_driver_api or facts.driver.smi_cuda_version):
         raise Skip("the driver version is unknown")
     for who, cuda, _kind in items:
         v = _verdict(m, facts, cuda)

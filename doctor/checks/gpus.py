@@ -9,6 +9,7 @@ from typing import Any
 from doctor.checks.common import finding, ok
 from doctor.facts import Facts, Gpu
 from doctor.findings import Evidence, Finding, FixStep
+from doctor.matrix import Matrix, current
 from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "GPUs"
@@ -178,32 +179,62 @@ def _throttling(g: Gpu) -> Iterator[Finding]:
     )
 
 
-@check("gpu.pcie_degraded", AREA, "Each GPU's PCIe link trained at its full width and generation.")
+@check("gpu.pcie_degraded", AREA, "Each GPU's PCIe link trained as wide as its platform can give it: a data-center "
+       "GPU below its slot's width, or any GPU at x1/x4, is a finding; a consumer, workstation or laptop GPU at x8 "
+       "is normal.")
 def pcie_degraded(facts: Facts, ctx: Context) -> list[Finding]:
-    return _each_known(facts, _pcie_degraded, "pcie_width_max", "PCIe link width")
+    m = ctx.matrix
+    if not isinstance(m, Matrix):
+        m = current()
+    return _each_known(facts, lambda g: _pcie_degraded(g, _segment(m, g)), "pcie_width_max", "PCIe link width")
 
 
-def _pcie_degraded(g: Gpu) -> Iterator[Finding]:
+def _segment(m: Matrix, g: Gpu) -> str | None:
+    if g.name and "laptop" in g.name.lower():
+        return "laptop"
+    row = m.gpu(g.name)
+    return str(row["segment"]) if row and row.get("segment") else None
+
+
+# GPUs that cloud instances attach at x8 of the card's x16 by design (issue 11: T4 instances).
+_X8_BY_DESIGN = ("t4",)
+
+
+def _pcie_degraded(g: Gpu, segment: str | None) -> Iterator[Finding]:
     if g.pcie_width_current is None or g.pcie_width_max is None:
         return
     # Idle GPUs lower their link *generation* to save power; that is not a fault. The width does
-    # not change with load, so a narrower link is a training problem (slot, riser, dirty contacts).
-    if g.pcie_width_current < g.pcie_width_max:
-        yield finding(
-            "gpu.pcie_degraded", "warn",
-            f"{_name(g)}: PCIe link runs at x{g.pcie_width_current} of x{g.pcie_width_max}",
-            "A link that trained narrower than it can be cuts host↔device bandwidth in proportion: data "
-            "loading and multi-GPU traffic over PCIe slow down. Usual causes: the slot is wired narrower, a "
-            "riser or cable, or dirty/poorly seated contacts.",
-            [_gev(g, "pcie_width_current"), _gev(g, "pcie_width_max"), _gev(g, "pcie_gen_current"),
-             _gev(g, "pcie_gen_max")],
-            fix="Reseat the card (or move it to a full-width slot) and check the BIOS PCIe settings.",
-        )
-    else:
-        yield ok("gpu.pcie_degraded", f"{_name(g)}: PCIe x{g.pcie_width_current}, gen "
+    # not change with load, so a narrower link is a training problem (slot, riser, dirty contacts) —
+    # or the platform's design: consumer boards split x16 into x8/x8 for two GPUs, laptops and some
+    # cloud instances wire x8.
+    cur, top = g.pcie_width_current, g.pcie_width_max
+    evidence = [_gev(g, "pcie_width_current"), _gev(g, "pcie_width_max"), _gev(g, "pcie_gen_current"),
+                _gev(g, "pcie_gen_max"), Evidence(f"gpus[{g.index}].segment", segment, "matrix (gpus.toml)")]
+    by_design = segment in ("consumer", "workstation", "laptop", "embedded") or (
+        bool(g.name) and any(w in _norm(g.name).split() for w in _X8_BY_DESIGN))
+    if cur >= top or (cur >= 8 and (by_design or segment is None)):
+        note = "" if cur >= top else (" — normal for this platform (boards with two GPUs split x16 into x8/x8; "
+                                      "laptops and some cloud instances wire x8)")
+        width = f"x{cur}" if cur >= top else f"x{cur} of x{top}"
+        yield ok("gpu.pcie_degraded", f"{_name(g)}: PCIe {width}, gen "
                  f"{g.pcie_gen_current if g.pcie_gen_current is not None else '?'} (max "
-                 f"{g.pcie_gen_max if g.pcie_gen_max is not None else '?'})",
-                 _gev(g, "pcie_width_current"), _gev(g, "pcie_gen_max"))
+                 f"{g.pcie_gen_max if g.pcie_gen_max is not None else '?'}){note}", *evidence)
+        return
+    why = (f"A data-center GPU trained narrower than its slot (x{cur} of x{top})" if cur >= 8 else
+           f"A x{cur} link is far below what a GPU slot should give (x{top} possible)")
+    yield finding(
+        "gpu.pcie_degraded", "warn",
+        f"{_name(g)}: PCIe link runs at x{cur} of x{top}",
+        f"{why}: host↔device bandwidth drops in proportion, so data loading and "
+        "multi-GPU traffic over PCIe slow down. Usual causes: a riser or cable, a slot wired narrower, or "
+        "dirty/poorly seated contacts.",
+        evidence,
+        fix="Reseat the card (or move it to a full-width slot), check risers/cables and the BIOS PCIe settings.",
+    )
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("-", " ")
 
 
 CHECKS = [memory_in_use, hardware_fault, throttling, pcie_degraded]
