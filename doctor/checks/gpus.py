@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
 from doctor.checks.common import finding, ok
-from doctor.facts import Facts, Gpu
+from doctor.facts import Facts, Gpu, XidEvent
 from doctor.findings import Evidence, Finding, FixStep
 from doctor.matrix import Matrix, current
 from doctor.registry import Context, NotApplicable, Skip, check
@@ -116,29 +117,54 @@ def hardware_fault(facts: Facts, ctx: Context) -> Iterator[Finding]:
             yield ok("gpu.hardware_fault", f"{_name(g)}: no uncorrectable ECC errors or pending retirements",
                      _gev(g, "ecc_uncorrected"))
     catalog = xid_catalog()
-    seen: dict[tuple[int, str | None], int] = {}
+    seen: dict[tuple[int, str | None], list[XidEvent]] = {}
     for e in xids:
-        seen[(e.xid, e.pci_bus_id)] = seen.get((e.xid, e.pci_bus_id), 0) + 1
-    for (xid, bus), count in seen.items():
-        row = catalog.get(xid, {})
-        klass = row.get("class", "unknown")
-        action = row.get("action")
-        severity = "warn" if klass in ("application", "info") else "fail"
-        kind = KIND_TEXT.get(klass, "a fault not in the reviewed catalog")
-        what = row.get("description") or "not in the reviewed Xid catalog"
-        source = facts.sources.get("driver.xid_events")
-        ev_list = [Evidence("driver.xid_events", f"Xid {xid} on {bus} ×{count}", source)]
-        if row.get("source"):
-            ev_list.append(Evidence("compat/xid.toml", f"Xid {xid}: {row.get('mnemonic', what)}", row["source"]))
-        yield finding(
-            "gpu.hardware_fault", severity,
-            f"Kernel log: Xid {xid} on GPU {bus or '?'} ({what}), {count}×: {kind}",
-            "Xid events are the driver's record of GPU faults since boot. "
-            + (f"NVIDIA's catalog classes this one as {kind}." if row else
-               "This Xid is not in gpu-doctor's reviewed catalog; look it up in NVIDIA's Xid documentation."),
-            ev_list,
-            fix=_sentence(ACTION_TEXT.get(action or "") or "See NVIDIA's Xid catalog for this code"),
-        )
+        seen.setdefault((e.xid, e.pci_bus_id), []).append(e)
+    for (xid, bus), events in seen.items():
+        yield _xid_finding(facts, xid, bus, events, catalog.get(xid, {}))
+
+
+# The kernel line's own word for how bad it is (NVLink5 Xids 144-150 and others print it).
+_NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
+
+
+def _xid_finding(facts: Facts, xid: int, bus: str | None, events: list[XidEvent], row: dict[str, Any]) -> Finding:
+    count = len(events)
+    klass = row.get("class", "unknown")
+    action = row.get("action")
+    nonfatal = all(e.message and _NONFATAL.search(e.message) for e in events)
+    if not row:
+        severity = "warn"  # not in the reviewed catalog: something to look up, not a verdict on the node
+    elif nonfatal or klass in ("application", "info"):
+        severity = "warn"  # a line that says Nonfatal never fails a node
+    else:
+        severity = "fail"
+    kind = KIND_TEXT.get(klass, "a fault not in the reviewed catalog")
+    what = row.get("description") or "not in the reviewed Xid catalog"
+    source = facts.sources.get("driver.xid_events")
+    ev_list = [Evidence("driver.xid_events", f"Xid {xid} on {bus} ×{count}", source)]
+    if events[-1].message:
+        ev_list.append(Evidence("driver.xid_events.message", events[-1].message[:300], source))
+    if row.get("source"):
+        ev_list.append(Evidence("compat/xid.toml", f"Xid {xid}: {row.get('mnemonic', what)}", row["source"]))
+    if not row:
+        detail = ("Xid events are the driver's record of GPU faults since boot. This Xid is not in gpu-doctor's "
+                  "reviewed catalog: look it up in NVIDIA's Xid catalog "
+                  "(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) before acting on the node.")
+        fix = "See NVIDIA's Xid catalog for this code."
+        title_kind = f"{kind} — look it up"
+    else:
+        detail = ("Xid events are the driver's record of GPU faults since boot. NVIDIA's catalog classes this one "
+                  f"as {kind}.")
+        if nonfatal:
+            detail += (" The kernel line says the event was non-fatal: NVIDIA's catalog gives no immediate action "
+                       "for the non-fatal subcodes; watch for it repeating or for Xid 48/94/95 following it.")
+        fix = _sentence("nothing to do now; watch for repeats" if nonfatal else
+                        ACTION_TEXT.get(action or "") or "See NVIDIA's Xid catalog for this code")
+        title_kind = f"{kind}, non-fatal" if nonfatal else kind
+    return finding("gpu.hardware_fault", severity,
+                   f"Kernel log: Xid {xid} on GPU {bus or '?'} ({what}), {count}×: {title_kind}",
+                   detail, ev_list, fix=fix)
 
 
 KIND_TEXT = {"application": "an application fault", "driver": "a driver fault", "hardware": "a hardware fault",
