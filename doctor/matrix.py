@@ -7,6 +7,7 @@ row and its URL exactly. The rules here answer one question each and say which r
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import hashlib
 import json
 import re
@@ -23,6 +24,7 @@ else:  # pragma: no cover - Python 3.10
 
 
 Row = dict[str, Any]
+STALE_DAYS = 90  # `gpu-doctor matrix` warns when the data's oldest review is older than this
 FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid", "errors")
 
 
@@ -46,6 +48,35 @@ def branch(driver: str | None) -> int | None:
     return t[0] if t else None
 
 
+def is_branch(driver: str | None) -> bool:
+    """'535' (or 'R535', 'r535'): a driver branch, not one release."""
+    return bool(re.fullmatch(r"[Rr]?\d{3}", (driver or "").strip()))
+
+
+def driver_meets(driver: str | None, floor: str | None) -> bool:
+    """Is a driver at or above a floor? A bare branch ('535') stands for its newest release: it meets every
+    floor of its own branch and below (535 meets 535.104.05, 12.2's minimum)."""
+    if not driver or not floor:
+        return False
+    if is_branch(driver):
+        b, fb = int(driver.strip().lstrip("Rr")), branch(floor)
+        return fb is not None and b >= fb
+    return vtuple(driver) >= vtuple(floor)
+
+
+def row_runs_natively(row: dict[str, Any], driver: str, windows: bool = False) -> bool:
+    """Does this driver run this toolkit row natively: its minimum driver, or (13.3+, where NVIDIA names only
+    the branch) its driver branch?"""
+    floor = row.get("windows_min_driver" if windows else "linux_min_driver")
+    if floor:
+        return driver_meets(driver, floor)
+    b = row.get("driver_branch")
+    if b and not windows:
+        own = int(driver.strip().lstrip("Rr")) if is_branch(driver) else branch(driver)
+        return own is not None and own >= int(b)
+    return False
+
+
 @dataclass(frozen=True)
 class Matrix:
     data: dict[str, dict[str, Any]]
@@ -63,6 +94,27 @@ class Matrix:
 
     def describe(self) -> str:
         return f"{self.origin} matrix" + (f", reviewed {self.reviewed}" if self.reviewed else "")
+
+    @property
+    def oldest_review(self) -> str | None:
+        """The oldest `reviewed` date among the files: the data is no fresher than that."""
+        dates = [str(d.get("reviewed")) for d in self.data.values() if isinstance(d, dict) and d.get("reviewed")]
+        return min(dates, default=None)
+
+    def staleness(self, today: _dt.date | None = None, max_days: int = STALE_DAYS) -> str | None:
+        """A warning when the oldest review is more than ``max_days`` old (None when fresh or undated)."""
+        oldest = self.oldest_review
+        if not oldest:
+            return None
+        try:
+            age = ((today or _dt.date.today()) - _dt.date.fromisoformat(oldest[:10])).days
+        except ValueError:
+            return None
+        if age <= max_days:
+            return None
+        return (f"the compatibility data was last reviewed on {oldest}, {age} days ago (more than {max_days}): "
+                "releases since then are missing; upgrade gpu-doctor (`gpu-doctor matrix refresh` updates the "
+                "framework rows only)")
 
     # --- CUDA toolkit and driver ------------------------------------------------------------
 
@@ -90,10 +142,12 @@ class Matrix:
         return [r for r in self.rows("cuda", "forward_compat")
                 if vtuple(r.get("cuda"))[:1] == want[:1] and vtuple(r.get("cuda")) >= want]
 
+    def native_toolkits(self, driver: str, windows: bool = False) -> list[Row]:
+        """Toolkit releases this driver (or bare branch) runs natively, by minimum driver or driver branch."""
+        return [r for r in self.rows("cuda", "toolkit") if row_runs_natively(r, driver, windows)]
+
     def newest_cuda_for_driver(self, driver: str) -> Row | None:
-        ok = [r for r in self.rows("cuda", "toolkit")
-              if r.get("linux_min_driver") and vtuple(r["linux_min_driver"]) <= vtuple(driver)]
-        return max(ok, key=lambda r: vtuple(r["version"]), default=None)
+        return max(self.native_toolkits(driver), key=lambda r: vtuple(r["version"]), default=None)
 
     def sm_support(self, cuda: str) -> Row | None:
         mm = major_minor(cuda)
@@ -236,7 +290,8 @@ def bundled() -> Matrix:
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             problems.append(f"compat/{name}.toml: {exc}")
             data[name] = {}
-    reviewed = max((str(d.get("reviewed")) for d in data.values() if d.get("reviewed")), default=None)
+    # The data is as fresh as its least recently reviewed file.
+    reviewed = min((str(d.get("reviewed")) for d in data.values() if d.get("reviewed")), default=None)
     return Matrix(data=data, origin="bundled", reviewed=reviewed, problems=problems)
 
 
@@ -280,20 +335,27 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
                                "minor-version compatibility", [m.mvc(major or 0) or {}])
             return Verdict(False, "too-old", f"the driver's CUDA API is {driver_api}, older than {cuda}")
         return Verdict(False, "unknown", "the driver version is unknown")
-    if need and vtuple(driver) >= vtuple(need["linux_min_driver"]):
+    if need is None and not windows:
+        by_branch = [r for r in m.toolkit_rows(cuda) if r.get("driver_branch")]
+        if by_branch and row_runs_natively(by_branch[0], driver):
+            b = by_branch[0]["driver_branch"]
+            return Verdict(True, "native", f"CUDA {major_minor(cuda)} pairs with driver branch R{b}; {driver} is "
+                           "that branch or newer", [by_branch[0]])
+    if need and driver_meets(driver, need["linux_min_driver"]):
         return Verdict(True, "native", f"CUDA {major_minor(cuda)} needs driver ≥ {need['linux_min_driver']} "
                        f"({need.get('label', need['version'])}); {driver} qualifies", [need])
     mvc = m.mvc(major) if major is not None else None
     if mvc and windows:
         mvc = {**mvc, "linux_min_driver": mvc.get(key)}
-    if mvc and mvc.get("linux_min_driver") and vtuple(driver) >= vtuple(mvc["linux_min_driver"]):
+    if mvc and mvc.get("linux_min_driver") and driver_meets(driver, mvc["linux_min_driver"]):
         return Verdict(True, "minor-version",
                        f"driver {driver} is older than CUDA {major_minor(cuda)} asks for "
                        f"(≥ {need['linux_min_driver'] if need else '?'}), but CUDA {major}.x runs on any driver ≥ "
                        f"{mvc['linux_min_driver']} by minor-version compatibility (no JIT of newer PTX; a few newer "
                        "APIs return cudaErrorCallRequiresNewerDriver)", [r for r in (need, mvc) if r])
+    own = int(driver.strip().lstrip("Rr")) if is_branch(driver) else branch(driver)
     fwd = [] if windows else [r for r in m.forward_compat_rows(cuda)
-                              if str(branch(driver)) in [str(b) for b in r.get("driver_branches", [])]]
+                              if str(own) in [str(b) for b in r.get("driver_branches", [])]]
     policy = m.table("cuda", "forward_compat_policy")
     eligible = gpu_segment in policy.get("segments", []) if gpu_segment else None
     if fwd and eligible:

@@ -9,7 +9,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from doctor.matrix import Matrix, Row, cuda_in, driver_runs_cuda, major_minor, vtuple
+from doctor.matrix import Matrix, Row, cuda_in, driver_meets, driver_runs_cuda, is_branch, major_minor, vtuple
 
 
 class QueryError(ValueError):
@@ -28,15 +28,17 @@ def _driver_ok(m: Matrix, driver: str, cuda: str, segment: str | None = None) ->
 def query_driver(m: Matrix, driver: str) -> dict[str, Any]:
     if not vtuple(driver) or vtuple(driver)[0] < 100:
         raise QueryError(f"{driver!r} is not an NVIDIA driver version (e.g. 535.104.05)")
-    native = [r for r in m.rows("cuda", "toolkit")
-              if r.get("linux_min_driver") and vtuple(r["linux_min_driver"]) <= vtuple(driver)]
+    # A bare branch ("535") means the branch: its newest release (matrix.driver_meets).
+    native = m.native_toolkits(driver)
     mvc = [r for r in m.rows("cuda", "minor_version_compat")
-           if r.get("linux_min_driver") and vtuple(r["linux_min_driver"]) <= vtuple(driver)]
+           if r.get("linux_min_driver") and driver_meets(driver, r["linux_min_driver"])]
     newest = max(native, key=lambda r: vtuple(r["version"]), default=None)
     return {
         "driver": driver,
+        "branch": is_branch(driver) or None,
         "newest_native_cuda": newest and {"version": newest["version"], "label": newest.get("label"),
-                                          "min_driver": newest["linux_min_driver"], "source": _src(newest)},
+                                          "min_driver": newest.get("linux_min_driver")
+                                          or f"R{newest.get('driver_branch')}", "source": _src(newest)},
         "native_cuda": sorted({major_minor(r["version"]) for r in native}, key=vtuple),
         "minor_version_compat": [{"cuda_major": r["cuda_major"], "floor": r["linux_min_driver"], "source": _src(r)}
                                  for r in mvc],
@@ -62,7 +64,7 @@ def _newest_frameworks(m: Matrix, driver: str, cc: str | None = None) -> dict[st
             break
     for row in sorted(m.rows("jax", "jax"), key=lambda r: vtuple(r["version"]), reverse=True):
         need = row.get("min_driver")
-        if need and vtuple(driver) < vtuple(need):
+        if need and not driver_meets(driver, need):
             continue
         if not need and row.get("cuda_major") and not _driver_ok(m, driver, f"{row['cuda_major']}.0")[0]:
             continue

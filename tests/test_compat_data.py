@@ -151,3 +151,69 @@ def test_an_edited_toml_file_is_never_shadowed_by_the_compiled_copy(monkeypatch:
         assert fresh.data["cuda"]["toolkit"] == load("cuda")["toolkit"]  # parsed from TOML, not the copy
     finally:
         matrix.bundled.cache_clear()
+
+
+# --- issue 11: driver branches of CUDA 13.x, bare branch numbers, the data's age -----------------------
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    from doctor import cli
+
+    assert cli.main(argv) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("driver", "newest"), [
+    ("615.71.09", "13.4.2"), ("610.10", "13.3.1"), ("595.58.03", "13.2.1"), ("580.95.05", "13.0.2"),
+])
+def test_13x_drivers_answer_the_cuda_of_their_branch(driver: str, newest: str) -> None:
+    # NVIDIA's 13.4 Update 1 notes pair 13.3 with R610 and 13.4 with R615 (branch only, no per-release minimum).
+    row = bundled().newest_cuda_for_driver(driver)
+    assert row is not None and row["version"] == newest
+
+
+def test_matrix_driver_615_no_longer_answers_13_2(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _cli(["matrix", "driver", "615.71.09"], capsys)
+    assert "newest CUDA it runs natively: 13.4.2" in out and "needs ≥ R615" in out
+
+
+@pytest.mark.parametrize(("branch", "cuda"), [("535", "12.2"), ("470", "11.4"), ("580", "13.0")])
+def test_a_bare_branch_means_its_newest_release(branch: str, cuda: str, capsys: pytest.CaptureFixture[str]) -> None:
+    row = bundled().newest_cuda_for_driver(branch)
+    assert row is not None and row["version"].startswith(cuda + ".")
+    out = _cli(["matrix", "driver", branch], capsys)
+    assert out.startswith(f"Driver branch R{branch} (its newest release)")
+    assert f"newest CUDA it runs natively: {cuda}." in out
+
+
+def test_bare_branch_runs_its_own_cuda_natively() -> None:
+    from doctor.matrix import driver_runs_cuda
+
+    m = bundled()
+    assert driver_runs_cuda(m, "535", "12.2").rule == "native"
+    assert driver_runs_cuda(m, "470", "11.4").rule == "native"
+    assert not driver_runs_cuda(m, "470", "12.4").ok or driver_runs_cuda(m, "470", "12.4").rule != "native"
+    assert driver_runs_cuda(m, "610.43.02", "13.3").rule == "native"
+    assert driver_runs_cuda(m, "595.58.03", "13.3").rule == "minor-version"
+
+
+def test_matrix_states_its_review_date_and_warns_when_old() -> None:
+    import datetime as dt
+
+    from doctor.matrix import Matrix
+
+    m = bundled()
+    assert m.reviewed == m.oldest_review and m.oldest_review
+    assert m.staleness(dt.date.fromisoformat(m.oldest_review) + dt.timedelta(days=90)) is None
+    old = Matrix(data={"cuda": {"reviewed": "2026-01-02"}, "gpus": {"reviewed": "2026-11-22"}})
+    warning = old.staleness(dt.date(2026, 11, 23))
+    assert warning and "2026-01-02" in warning and "325 days ago" in warning
+
+
+def test_matrix_command_shows_the_review_date(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    out = _cli(["matrix", "cuda", "12.4"], capsys)
+    assert f"reviewed {bundled().oldest_review}" in out.splitlines()[0]
+    data = json.loads(_cli(["matrix", "cuda", "12.4", "--json"], capsys))
+    assert data["reviewed"] == bundled().oldest_review and "stale_warning" in data

@@ -73,13 +73,20 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     except queries.QueryError as exc:
         raise UsageError(str(exc)) from None
     answer["matrix"] = m.describe()
-    _print(answer, args.json, TEXT[args.what](answer))
+    answer["reviewed"] = m.oldest_review
+    answer["stale_warning"] = m.staleness()
+    lines = TEXT[args.what](answer)
+    if answer["stale_warning"]:
+        lines.append(f"  warning: {answer['stale_warning']}")
+    _print(answer, args.json, lines)
     return EXIT_OK
 
 
 def _driver_text(a: dict[str, Any]) -> list[str]:
     n = a["newest_native_cuda"]
-    lines = [f"Driver {a['driver']}  ({a['matrix']})"]
+    head = (f"Driver branch R{a['driver'].lstrip('Rr')} (its newest release)" if a.get("branch")
+            else f"Driver {a['driver']}")
+    lines = [f"{head}  ({a['matrix']})"]
     lines.append(f"  newest CUDA it runs natively: {n['version']} ({n['label']}, needs ≥ {n['min_driver']})"
                  if n else "  runs no CUDA release in the matrix natively")
     if a["native_cuda"]:
