@@ -194,6 +194,14 @@ class Matrix:
                 return r
         return None
 
+    def first_driver(self, arch: Row | None, cc: str | None) -> str | None:
+        """The oldest Linux driver that knows a GPU: per compute capability where NVIDIA's data differ from the
+        architecture's first GPU (sm_86 RTX 30 / A40 / A10 need 455.23, not the A100's 450.36.06)."""
+        if not arch:
+            return None
+        by_cc = arch.get("first_driver_by_cc") or {}
+        return (by_cc.get(cc) if cc and isinstance(by_cc, dict) else None) or arch.get("first_driver")
+
     def gpu_for_facts(self, name: str | None, cc: str | None) -> tuple[Row | None, Row | None]:
         row = self.gpu(name)
         cc = cc or (row or {}).get("compute_capability")

@@ -102,7 +102,7 @@ def query_gpu(m: Matrix, name: str) -> dict[str, Any]:
     return {
         "gpu": row["name"], "compute_capability": cc, "architecture": row.get("architecture"),
         "segment": row.get("segment"), "source": _src(row),
-        "driver": arch and {"first": arch.get("first_driver"), "last_branch": arch.get("last_driver_branch"),
+        "driver": arch and {"first": m.first_driver(arch, cc), "last_branch": arch.get("last_driver_branch"),
                             "open_kernel_module": arch.get("open_kernel_module"), "source": _src(arch)},
         "toolkits_that_compile_for_it": sorted(toolkits, key=vtuple),
         "torch_builds": torch,
@@ -116,8 +116,14 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
         raise QueryError(f"CUDA {cuda!r} is not in the matrix (e.g. 12.4 or 12.4.1)")
     need = m.min_driver(cuda)
     mvc = m.mvc(vtuple(cuda)[0])
-    cudnn = [r["version"] + (f"–{r['last']}" if r.get("last") else "") for r in m.rows("cudnn", "cudnn")
-             if any(cuda_in(cuda, s) for s in r.get("cuda", []))]
+    # NVIDIA's support matrices name CUDA minors ("12.0-12.2"); a row known only per major ("12.x", from which
+    # nvidia-cudnn-cuNN wheels exist) does not say it supports this minor, so it is listed apart.
+    def _label(r: Row) -> str:
+        return r["version"] + (f"–{r['last']}" if r.get("last") else "")
+    cudnn = [_label(r) for r in m.rows("cudnn", "cudnn")
+             if any(cuda_in(cuda, s) for s in r.get("cuda", []) if not s.strip().endswith(".x"))]
+    cudnn_major = [_label(r) for r in m.rows("cudnn", "cudnn") if _label(r) not in cudnn
+                   and any(cuda_in(cuda, s) for s in r.get("cuda", []) if s.strip().endswith(".x"))]
     torch = [{"version": t["version"], "index_url": _index_url(v["cuda"])} for t in m.rows("pytorch", "torch")
              for v in t.get("variant", []) if major_minor(v["cuda"]) == major_minor(cuda)]
     tf = [t["version"] for t in m.rows("tensorflow", "tensorflow") if major_minor(t.get("cuda")) == major_minor(cuda)]
@@ -128,7 +134,7 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
         "min_driver": need and need.get("linux_min_driver"),
         "minor_version_compat_floor": mvc and mvc.get("linux_min_driver"),
         "sm_targets": (m.sm_support(cuda) or {}).get("sm"),
-        "cudnn": cudnn, "torch": torch, "tensorflow": tf,
+        "cudnn": cudnn, "cudnn_same_major_unverified_minor": cudnn_major, "torch": torch, "tensorflow": tf,
     }
 
 
@@ -148,7 +154,7 @@ def plan(m: Matrix, gpu: str | None, driver: str | None, want: str | None, pytho
     drv = _full_driver(m, driver) if driver else None
     if gpu and drv:
         arch = m.architecture(m.gpu(gpu).get("architecture")) or {}  # type: ignore[union-attr]
-        first = arch.get("first_driver")
+        first = m.first_driver(arch, m.gpu(gpu).get("compute_capability"))  # type: ignore[union-attr]
         if first and vtuple(drv) < vtuple(first):
             return {"possible": False, "why": f"{m.gpu(gpu)['name']} ({arch['name']}) needs driver ≥ {first}, "  # type: ignore[index]
                     f"older than {driver}: upgrade the driver first — no framework build can help"}

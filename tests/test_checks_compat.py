@@ -496,3 +496,38 @@ def test_plan_never_picks_a_build_it_cannot_confirm_but_names_it() -> None:
     p = queries.plan(bundled(), "NVIDIA GeForce RTX 3090", "470.223.02", "torch==2.5.1", None)
     assert p["possible"] is False
     assert "2.5.1 cu118" in p["why"] and "confirm with `gpu-doctor check --deep`" in p["why"]
+
+
+# --- issue 11: per-GPU first driver, cuDNN rows, torch 2.15 cu130 ------------------------------------
+
+
+@pytest.mark.parametrize(("name", "cc", "drv", "severity"), [
+    ("NVIDIA GeForce RTX 3090", "8.6", "450.80.02", "fail"),   # sm_86 needs CUDA 11.1 -> driver >= 455.23
+    ("NVIDIA GeForce RTX 3090", "8.6", "455.23.04", "ok"),
+    ("NVIDIA A40", None, "450.80.02", "fail"),                 # cc from the matrix row
+    ("NVIDIA A100-SXM4-80GB", "8.0", "450.80.02", "ok"),       # the A100 came with 450.36.06
+])
+def test_first_driver_is_per_compute_capability(name: str, cc: str | None, drv: str, severity: str) -> None:
+    _status, (f,) = outcome(make_facts(**driver(drv), gpus=[gpu(name, cc)]), "driver.too_old_for_gpu")
+    assert f.severity == severity, f.title
+    if severity == "fail":
+        assert "needs driver ≥ 455.23" in f.title
+
+
+def test_cudnn_897_has_a_cuda_11_build() -> None:
+    facts = make_facts(cudnn=[Cudnn("8.9.7", "/usr/include/cudnn_version.h", "header")], toolkits=[toolkit("11.8.0")])
+    _status, (f,) = outcome(facts, "cudnn.cuda_mismatch")
+    assert f.severity == "ok", f.title
+
+
+def test_matrix_cuda_12_8_does_not_claim_cudnn_8() -> None:
+    a = queries.query_cuda(bundled(), "12.8")
+    assert not any(v.startswith("8.") for v in a["cudnn"])
+    assert "9.10.2" in a["cudnn"]
+
+
+def test_cudnn_9_28_1_is_cuda_13_only_and_torch_2_15_has_cu130() -> None:
+    row = bundled().cudnn("9.28.1")
+    assert row is not None and row["cuda"] == ["13.x"]
+    assert bundled().torch_variant("2.15.0", "13.0") is not None
+    assert any(t["version"] == "2.15.0" for t in queries.query_cuda(bundled(), "13.0")["torch"])

@@ -162,15 +162,18 @@ def _gpus_with_arch(facts: Facts, ctx: Context) -> Iterator[tuple[Gpu, Row, str,
 
 @check("driver.too_old_for_gpu", "Driver", "The driver is new enough for each GPU's architecture.")
 def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    m = _matrix(ctx)
     for g, arch, drv, evidence in _gpus_with_arch(facts, ctx):
-        if not arch.get("first_driver"):
+        row = m.gpu(g.name)
+        first = m.first_driver(arch, g.compute_capability or (row or {}).get("compute_capability"))
+        if not first:
             continue
-        if vtuple(drv) < vtuple(arch["first_driver"]):
+        if vtuple(drv) < vtuple(first):
             yield finding("driver.too_old_for_gpu", "fail",
-                          f"{g.name} ({arch['name']}) needs driver ≥ {arch['first_driver']}; found {drv}",
-                          f"Drivers older than {arch['first_driver']} do not know {arch['name']} GPUs: the GPU is "
+                          f"{g.name} ({arch['name']}) needs driver ≥ {first}; found {drv}",
+                          f"Drivers older than {first} do not know this {arch['name']} GPU: the GPU is "
                           "not initialised or CUDA reports no device.", evidence,
-                          fix=f"Install driver ≥ {arch['first_driver']} (`gpu-doctor fix` writes the commands).")
+                          fix=f"Install driver ≥ {first} (`gpu-doctor fix` writes the commands).")
         else:
             yield ok("driver.too_old_for_gpu", f"Driver {drv} is new enough for {g.name} ({arch['name']})",
                      *evidence)

@@ -137,7 +137,10 @@ def _cuda_text(a: dict[str, Any]) -> list[str]:
     if a["sm_targets"]:
         lines.append("  GPU targets: " + " ".join("sm_" + s.replace(".", "") for s in a["sm_targets"]))
     if a["cudnn"]:
-        lines.append("  cuDNN releases supporting it: " + ", ".join(a["cudnn"]))
+        lines.append("  cuDNN releases supporting it (NVIDIA's support matrix): " + ", ".join(a["cudnn"]))
+    if a.get("cudnn_same_major_unverified_minor"):
+        lines.append(f"  cuDNN builds for CUDA {a['cuda'].split('.')[0]}.x (support for this minor not verified): "
+                     + ", ".join(a["cudnn_same_major_unverified_minor"]))
     if a["torch"]:
         lines.append("  PyTorch builds: " + ", ".join(t["version"] for t in a["torch"]))
     if a["tensorflow"]:
