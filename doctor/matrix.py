@@ -202,6 +202,36 @@ class Matrix:
         by_cc = arch.get("first_driver_by_cc") or {}
         return (by_cc.get(cc) if cc and isinstance(by_cc, dict) else None) or arch.get("first_driver")
 
+    def windows_branch(self, windows_driver: str | None) -> int | None:
+        """The Linux branch of a Windows driver version (what WSL2 reports), from NVIDIA's Linux/Windows pairs.
+
+        Windows numbers are not branch numbers (R570 ships as 572.xx/573.xx). A version maps to a branch only when
+        it lies between two known Windows versions of that same branch; otherwise it is unknown (None).
+        """
+        v = vtuple(windows_driver)
+        if not v:
+            return None
+        pairs = [(r["linux"], r["windows"]) for r in self.rows("cuda", "windows_driver")
+                 if r.get("linux") and r.get("windows")]
+        pairs += [(r["linux_min_driver"], r["windows_min_driver"]) for r in self.rows("cuda", "toolkit")
+                  if r.get("linux_min_driver") and r.get("windows_min_driver")]
+        by_branch: dict[int, list[tuple[int, ...]]] = {}
+        for lin, win in pairs:
+            b = branch(lin)
+            if b is not None:
+                by_branch.setdefault(b, []).append(vtuple(win))
+        for b, wins in by_branch.items():
+            if min(wins) <= v <= max(wins):
+                return b
+        return None
+
+    def branch_lifecycle(self, branch_number: int | None) -> Row | None:
+        """NVIDIA's data-center lifecycle row of a driver branch (designation, end of life), if listed."""
+        if branch_number is None:
+            return None
+        return next((r for r in self.rows("cuda", "driver_branch") if str(r.get("branch")) == str(branch_number)),
+                    None)
+
     def gpu_for_facts(self, name: str | None, cc: str | None) -> tuple[Row | None, Row | None]:
         row = self.gpu(name)
         cc = cc or (row or {}).get("compute_capability")

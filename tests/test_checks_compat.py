@@ -531,3 +531,14 @@ def test_cudnn_9_28_1_is_cuda_13_only_and_torch_2_15_has_cu130() -> None:
     assert row is not None and row["cuda"] == ["13.x"]
     assert bundled().torch_variant("2.15.0", "13.0") is not None
     assert any(t["version"] == "2.15.0" for t in queries.query_cuda(bundled(), "13.0")["torch"])
+
+
+@pytest.mark.parametrize(("windows", "status"), [("581.57", "skipped"), ("573.48", "ok")])
+def test_wsl_windows_driver_is_judged_by_its_branch(windows: str, status: str) -> None:
+    # WSL2 reports the Windows driver: 581.57 is no Linux branch 581 (which would be past Pascal's R580); with no
+    # NVIDIA pair around it its branch is unknown, while 573.48 is R570's Windows number.
+    pascal = gpu("NVIDIA GeForce GTX 1080 Ti", "6.1")
+    facts = make_facts(driver__kernel_module=None, driver__userspace=windows, host__wsl=True, gpus=[pascal])
+    for check_id in ("driver.gpu_unsupported_by_driver", "driver.too_old_for_gpu"):
+        got, findings = outcome(facts, check_id)
+        assert got == status, (check_id, got, [f.title for f in findings])

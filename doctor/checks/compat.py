@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from doctor.checks.common import ev, finding, label, ok
 from doctor.facts import Facts, Gpu, PyPackage
 from doctor.findings import Evidence, Finding
-from doctor.matrix import Matrix, Row, Verdict, current, driver_runs_cuda, major_minor, vtuple
+from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.registry import Context, NotApplicable, Skip, check
 
 
@@ -151,6 +151,13 @@ def _gpus_with_arch(facts: Facts, ctx: Context) -> Iterator[tuple[Gpu, Row, str,
         raise NotApplicable("no GPU visible")
     if not drv:
         raise Skip("the driver version is unknown")
+    if facts.host.wsl and not facts.driver.kernel_module:
+        # WSL2 reports the Windows driver, numbered apart from Linux (R570 is 572.xx/573.xx): compare its branch.
+        b = m.windows_branch(drv)
+        if b is None:
+            raise Skip(f"WSL: Windows driver {drv} is not between two known Windows releases of one branch in "
+                       "NVIDIA's tables, so its branch is unknown")
+        drv = str(b)
     for g in gpus:
         row, arch = m.gpu_for_facts(g.name, g.compute_capability)
         if arch:
@@ -168,7 +175,7 @@ def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
         first = m.first_driver(arch, g.compute_capability or (row or {}).get("compute_capability"))
         if not first:
             continue
-        if vtuple(drv) < vtuple(first):
+        if not driver_meets(drv, first):
             yield finding("driver.too_old_for_gpu", "fail",
                           f"{g.name} ({arch['name']}) needs driver ≥ {first}; found {drv}",
                           f"Drivers older than {first} do not know this {arch['name']} GPU: the GPU is "
