@@ -160,7 +160,13 @@ class Matrix:
     # --- GPUs ---------------------------------------------------------------------------------
 
     def gpu(self, name: str | None) -> Row | None:
-        """The GPU row for a name as NVML/nvidia-smi print it (or a marketing name), best match first."""
+        """The GPU row for a name as NVML/nvidia-smi print it or as users type it, never a different GPU.
+
+        Exact names and aliases first. Otherwise a row matches when the two names differ only by words that do not
+        make another GPU: brand words ("GeForce", "Tesla"), memory size and form factor ("80GB", "SXM4", "PCIe"),
+        and, for a printed name longer than the row's, "Laptop GPU" / "Max-Q". "RTX 5070 Ti" is not the RTX 5070,
+        "Jetson Nano" is not the Jetson Orin Nano, "RTX 5080 SUPER" is not the RTX 5080.
+        """
         if not name:
             return None
         want = _norm_gpu(name)
@@ -168,23 +174,24 @@ class Matrix:
         for r in rows:
             if want in {_norm_gpu(n) for n in [r.get("name", ""), *r.get("aliases", [])]}:
                 return r
-        # Looser: the words typed are all in a row's name ("RTX 4090" → "NVIDIA GeForce RTX 4090"), the
-        # closest such row first; else a row's words all appear in the printed name.
         typed = set(want.split())
-        best: tuple[int, Row] | None = None
-        for r in rows:
+        if not typed:
+            return None
+        best: tuple[int, int, Row] | None = None
+        for order, r in enumerate(rows):
             for n in [r.get("name", ""), *r.get("aliases", [])]:
                 words = set(_norm_gpu(n).split())
-                if typed and typed <= words and (best is None or len(words) < best[0]):
-                    best = (len(words), r)
-        if best:
-            return best[1]
-        for r in rows:
-            for n in [r.get("name", ""), *r.get("aliases", [])]:
-                words = set(_norm_gpu(n).split())
-                if words and words <= typed and (best is None or len(words) > best[0]):
-                    best = (len(words), r)
-        return best[1] if best else None
+                if not words:
+                    continue
+                if typed <= words and all(_filler(w) for w in words - typed):
+                    extra = len(words - typed)   # the user typed fewer words: fewest extras wins
+                elif words <= typed and all(_filler(w) or w in _PRINTED_EXTRA for w in typed - words):
+                    extra = len(typed - words)   # the printed name is longer: the row naming most of it wins
+                else:
+                    continue
+                if best is None or (extra, order) < best[:2]:
+                    best = (extra, order, r)
+        return best[2] if best else None
 
     def architecture(self, name_or_cc: str | None) -> Row | None:
         if not name_or_cc:
@@ -276,6 +283,15 @@ def cuda_in(cuda: str, spec: str) -> bool:
         lo, hi = spec.split("-", 1)
         return vtuple(lo) <= v <= vtuple(hi)
     return v == vtuple(major_minor(spec))
+
+
+_BRAND = frozenset({"geforce", "tesla", "quadro", "graphics", "edition", "gpu"})
+_PRINTED_EXTRA = frozenset({"laptop", "mobile", "max", "q", "maxq"})
+
+
+def _filler(word: str) -> bool:
+    """A word that does not tell two GPUs apart: a brand word, a memory size, a form factor."""
+    return word in _BRAND or bool(re.fullmatch(r"\d{1,3}gb|sxm\d?|pcie|hbm\d?e?|nvl|smx\d?", word))
 
 
 def _norm_gpu(name: str) -> str:

@@ -217,3 +217,28 @@ def test_matrix_command_shows_the_review_date(capsys: pytest.CaptureFixture[str]
     assert f"reviewed {bundled().oldest_review}" in out.splitlines()[0]
     data = json.loads(_cli(["matrix", "cuda", "12.4", "--json"], capsys))
     assert data["reviewed"] == bundled().oldest_review and "stale_warning" in data
+
+
+@pytest.mark.parametrize(("typed", "name", "cc"), [
+    ("RTX 5070 Ti", "NVIDIA GeForce RTX 5070 Ti", "12.0"),
+    ("NVIDIA GeForce RTX 5070 Ti", "NVIDIA GeForce RTX 5070 Ti", "12.0"),
+    ("RTX 5090 D", "NVIDIA GeForce RTX 5090 D", "12.0"),
+    ("NVIDIA GeForce RTX 5090 D", "NVIDIA GeForce RTX 5090 D", "12.0"),
+    ("Jetson Nano", "NVIDIA Jetson Nano", "5.3"),
+    ("Jetson Orin Nano", "Orin (nvgpu)", "8.7"),
+    ("Jetson AGX Xavier", "NVIDIA Jetson AGX Xavier", "7.2"),
+    ("Jetson TX2", "NVIDIA Jetson TX2", "6.2"),
+    ("DGX Spark", "NVIDIA GB10", "12.1"),
+    ("RTX PRO 4000 Blackwell", "NVIDIA RTX PRO 4000 Blackwell", "12.0"),
+    ("RTX 5050", "NVIDIA GeForce RTX 5050", "12.0"),
+    ("A100", "NVIDIA A100-SXM4-80GB", "8.0"),
+    ("NVIDIA GeForce RTX 4060 Laptop GPU", "NVIDIA GeForce RTX 4060", "8.9"),
+])
+def test_gpu_names_as_users_type_them(typed: str, name: str, cc: str) -> None:
+    row = bundled().gpu(typed)
+    assert row is not None and (row["name"], row["compute_capability"]) == (name, cc)
+
+
+@pytest.mark.parametrize("typed", ["GeForce RTX 5080 SUPER", "RTX 4090 D", "Jetson", "RTX"])
+def test_a_name_that_is_not_a_known_gpu_matches_nothing(typed: str) -> None:
+    assert bundled().gpu(typed) is None
