@@ -542,3 +542,12 @@ def test_wsl_windows_driver_is_judged_by_its_branch(windows: str, status: str) -
     for check_id in ("driver.gpu_unsupported_by_driver", "driver.too_old_for_gpu"):
         got, findings = outcome(facts, check_id)
         assert got == status, (check_id, got, [f.title for f in findings])
+
+
+def test_gh200_with_the_proprietary_module_fails_but_an_h100_does_not() -> None:
+    for name, severity in (("NVIDIA GH200 480GB", "fail"), ("NVIDIA H100 80GB HBM3", "ok")):
+        facts = make_facts(**driver("580.95.05"), driver__module_flavor="proprietary", gpus=[gpu(name, "9.0")])
+        _status, (f,) = outcome(facts, "driver.gpu_unsupported_by_driver")
+        assert f.severity == severity, (name, f.title)
+        if severity == "fail":
+            assert "requires the open NVIDIA kernel module" in f.title

@@ -205,7 +205,9 @@ def gpu_unsupported_by_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           "proprietary module of the same driver version.", evidence,
                           fix="Install the proprietary kernel module flavour (e.g. nvidia-driver-NNN instead of "
                               "nvidia-driver-NNN-open, or `nvidia-kernel-dkms` rather than the open variant).")
-        elif facts.driver.module_flavor == "proprietary" and arch.get("open_kernel_module_required"):
+        elif facts.driver.module_flavor == "proprietary" and (
+                arch.get("open_kernel_module_required")
+                or (_matrix(ctx).gpu(g.name) or {}).get("open_kernel_module_required")):  # a GPU row (GH200)
             yield finding("driver.gpu_unsupported_by_driver", "fail",
                           f"{g.name} ({arch['name']}) requires the open NVIDIA kernel module; the proprietary one "
                           "is loaded", "NVIDIA supports this architecture only with the open GPU kernel modules.",
