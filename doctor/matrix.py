@@ -207,7 +207,9 @@ class Matrix:
         if not arch:
             return None
         by_cc = arch.get("first_driver_by_cc") or {}
-        return (by_cc.get(cc) if cc and isinstance(by_cc, dict) else None) or arch.get("first_driver")
+        # Where NVIDIA names only a branch (Rubin: R615), the bare branch stands for its first release.
+        return ((by_cc.get(cc) if cc and isinstance(by_cc, dict) else None) or arch.get("first_driver")
+                or (str(arch["first_driver_branch"]) if arch.get("first_driver_branch") else None))
 
     def windows_branch(self, windows_driver: str | None) -> int | None:
         """The Linux branch of a Windows driver version (what WSL2 reports), from NVIDIA's Linux/Windows pairs.

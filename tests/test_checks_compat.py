@@ -551,3 +551,12 @@ def test_gh200_with_the_proprietary_module_fails_but_an_h100_does_not() -> None:
         assert f.severity == severity, (name, f.title)
         if severity == "fail":
             assert "requires the open NVIDIA kernel module" in f.title
+
+
+@pytest.mark.parametrize(("drv", "severity"), [("610.43.02", "fail"), ("615.71.09", "ok")])
+def test_rubin_needs_an_r615_driver(drv: str, severity: str) -> None:
+    arch = bundled().architecture("10.7")
+    assert arch is not None and arch["name"] == "Rubin"
+    _status, (f,) = outcome(make_facts(**driver(drv), gpus=[gpu("NVIDIA Rubin (name not verified)", "10.7")]),
+                            "driver.too_old_for_gpu")
+    assert f.severity == severity, f.title
