@@ -560,3 +560,10 @@ def test_rubin_needs_an_r615_driver(drv: str, severity: str) -> None:
     _status, (f,) = outcome(make_facts(**driver(drv), gpus=[gpu("NVIDIA Rubin (name not verified)", "10.7")]),
                             "driver.too_old_for_gpu")
     assert f.severity == severity, f.title
+
+
+def test_jax_on_cuda_11_needs_driver_450_80_02() -> None:
+    assert "jax" not in queries.query_driver(bundled(), "450.36.06")["newest_frameworks"]
+    newest = queries.query_driver(bundled(), "450.80.02")["newest_frameworks"]["jax"]
+    assert newest["cuda_major"] == 11
+    assert all(r.get("min_driver") == "450.80.02" for r in bundled().rows("jax", "jax") if r.get("cuda_major") == 11)
