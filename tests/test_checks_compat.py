@@ -318,7 +318,8 @@ def test_arch_fix_names_a_build_with_blackwell_kernels() -> None:
 
 
 def test_arch_list_unknown_for_a_variant_skips() -> None:
-    status, findings = outcome(make_facts(gpus=[RTX5090], python_envs=env(torch("2.5.1+cu121", "12.1"))),
+    # torch 2.15.0's cu130 variant: its arch list was not read (download.pytorch.org unreachable), so unknown.
+    status, findings = outcome(make_facts(gpus=[RTX5090], python_envs=env(torch("2.15.0+cu130", "13.0"))),
                                "framework.arch_unsupported")
     assert status == "skipped" and findings == []
 
@@ -385,8 +386,14 @@ def test_plan_old_torch_on_rtx5090_explains_the_arch() -> None:
 
 
 def test_plan_k80_with_modern_torch_is_impossible() -> None:
-    p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.1", None)
+    p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.6", None)
     assert p["possible"] is False and "sm_37" in p["why"]
+
+
+def test_plan_k80_finds_the_last_cu118_build_with_sm_37() -> None:
+    # pytorch/builder release/2.5: CUDA 11.8 builds add 3.7; R470 runs CUDA 11.8 by minor-version compatibility.
+    p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.1", None)
+    assert (p["possible"], p["torch"], p["cuda"]) == (True, "2.5.1", "11.8")
 
 
 def test_plan_respects_the_python_version() -> None:
@@ -480,9 +487,10 @@ def test_driver_too_old_for_torch_proposes_the_same_release_for_an_older_cuda() 
 
 
 def test_alternative_with_an_unknown_arch_list_says_so() -> None:
-    facts = make_facts(**driver("470.223.02"), gpus=[RTX4090], python_envs=env(torch("2.5.1", "12.4")))
+    # torch 2.7.1's cu118 wheel: its arch list is not in the matrix (2.5.1's is: pytorch/builder release/2.5)
+    facts = make_facts(**driver("470.223.02"), gpus=[RTX4090], python_envs=env(torch("2.7.1", "12.6")))
     _status, (f,) = outcome(facts, "framework.cuda_newer_than_driver")
-    assert f.fix is not None and "torch 2.5.1 built for CUDA 11.8" in f.fix.summary
+    assert f.fix is not None and "torch 2.7.1 built for CUDA 11.8" in f.fix.summary
     assert "not in the matrix: confirm with --deep" in f.fix.summary
 
 
@@ -492,10 +500,10 @@ def test_plan_on_a_driver_no_torch_build_runs_on_explains_without_looping() -> N
 
 
 def test_plan_never_picks_a_build_it_cannot_confirm_but_names_it() -> None:
-    # torch 2.5.1's cu118 wheel: 470 runs CUDA 11.8 by minor-version compatibility; its arch list is not recorded
-    p = queries.plan(bundled(), "NVIDIA GeForce RTX 3090", "470.223.02", "torch==2.5.1", None)
+    # torch 2.7.1's cu118 wheel: 470 runs CUDA 11.8 by minor-version compatibility; its arch list is not recorded
+    p = queries.plan(bundled(), "NVIDIA GeForce RTX 3090", "470.223.02", "torch==2.7.1", None)
     assert p["possible"] is False
-    assert "2.5.1 cu118" in p["why"] and "confirm with `gpu-doctor check --deep`" in p["why"]
+    assert "2.7.1 cu118" in p["why"] and "confirm with `gpu-doctor check --deep`" in p["why"]
 
 
 # --- issue 11: per-GPU first driver, cuDNN rows, torch 2.15 cu130 ------------------------------------
@@ -567,3 +575,36 @@ def test_jax_on_cuda_11_needs_driver_450_80_02() -> None:
     newest = queries.query_driver(bundled(), "450.80.02")["newest_frameworks"]["jax"]
     assert newest["cuda_major"] == 11
     assert all(r.get("min_driver") == "450.80.02" for r in bundled().rows("jax", "jax") if r.get("cuda_major") == 11)
+
+
+# aarch64 wheels carry other targets than x86_64 ones (PyPI aarch64 wheels, binary-read: sm_80 90 100 110 120).
+THOR = gpu("NVIDIA Thor", "11.0")
+
+
+@pytest.mark.parametrize(("host_arch", "gpu_", "severity"), [
+    ("aarch64", THOR, "ok"),                       # Jetson Thor: sm_110 is in the aarch64 wheel
+    (None, THOR, "ok"),                            # host arch unknown, but a Thor only comes with an Arm CPU
+    ("aarch64", gpu("Tesla T4", "7.5"), "fail"),   # no sm_75 in the aarch64 wheel
+    ("x86_64", gpu("Tesla T4", "7.5"), "ok"),      # ... while the x86_64 wheel has it
+])
+def test_aarch64_hosts_use_the_aarch64_arch_list(host_arch: str | None, gpu_: Gpu, severity: str) -> None:
+    facts = make_facts(**driver("580.95.05"), host__arch=host_arch, gpus=[gpu_],
+                       python_envs=env(torch("2.11.0+cu130", "13.0")))
+    _status, findings = outcome(facts, "framework.arch_unsupported")
+    assert [f.severity for f in findings] == [severity], [f.title for f in findings]
+
+
+def test_aarch64_without_a_measured_list_is_unknown_not_the_x86_list() -> None:
+    facts = make_facts(**driver("580.95.05"), host__arch="aarch64", gpus=[gpu("Tesla T4", "7.5")],
+                       python_envs=env(torch("2.10.0", "12.8")))
+    status, _ = outcome(facts, "framework.arch_unsupported")
+    assert status == "skipped"
+
+
+@pytest.mark.parametrize(("version", "cuda", "arch"), [
+    ("1.12.1", "11.6", "3.7"), ("2.3.1", "11.8", "3.7"), ("2.4.1", "12.4", "9.0"), ("2.5.1", "12.1", "5.0"),
+])
+def test_non_default_variants_have_their_build_script_arch_lists(version: str, cuda: str, arch: str) -> None:
+    var = bundled().torch_variant(version, cuda)
+    assert var is not None and arch in var["arch_list"]
+    assert "pytorch/builder/blob/release/" in var["arch_list_source"]

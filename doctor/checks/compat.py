@@ -217,17 +217,34 @@ def gpu_unsupported_by_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      f"Driver branch {vtuple(drv)[0]} still supports {g.name} ({arch['name']})", *evidence)
 
 
-def _arch_list(m: Matrix, pkg: PyPackage) -> tuple[list[str] | None, str | None, Row | None]:
-    """The SASS arch list (as "8.6") and embedded PTX of a framework build, from --deep or the matrix."""
+def _arch_list(m: Matrix, pkg: PyPackage, aarch64: bool = False) -> tuple[list[str] | None, str | None, Row | None]:
+    """The SASS arch list (as "8.6") and embedded PTX of a framework build, from --deep or the matrix.
+
+    The matrix's `arch_list` is the Linux x86_64 wheel's; aarch64 wheels (SBSA, Jetson Thor) carry other targets
+    (`arch_list_aarch64`), so on an Arm host only that list is used, and without one the list is unknown.
+    """
     if pkg.arch_list:
         sass = [_cc(a) for a in pkg.arch_list if a.startswith("sm_")]
         ptx = [_cc(a) for a in pkg.arch_list if a.startswith("compute_")]
         return sass, (max(ptx, key=vtuple) if ptx else None), None
     if pkg.name == "torch":
         var = m.torch_variant(pkg.version, pkg.cuda)
-        if var and var.get("arch_list"):
-            return list(var["arch_list"]), var.get("ptx"), var
+        key = "arch_list_aarch64" if aarch64 else "arch_list"
+        if var and var.get(key):
+            return list(var[key]), (None if aarch64 else var.get("ptx")), var
     return None, None, None
+
+
+_ARM_GPU = ("thor", "orin", "gh200", "gb200", "gb300", "gb10", "jetson", "xavier", "tegra")
+
+
+def _is_aarch64(m: Matrix, facts: Facts) -> bool:
+    """An Arm host: said by the facts, or implied by a GPU that only comes with an Arm CPU (Grace, Jetson)."""
+    arch = (facts.host.arch or "").lower()
+    if arch:
+        return arch in ("aarch64", "arm64", "sbsa")
+    return any(w in (g.name or "").lower() for g in facts.gpus for w in _ARM_GPU) or any(
+        (m.gpu(g.name) or {}).get("segment") == "embedded" for g in facts.gpus)
 
 
 def _cc(arch: str) -> str:
@@ -254,8 +271,9 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not pkgs:
         raise NotApplicable("no CUDA build of PyTorch (its arch list is what this rule reads)")
     done = False
+    arm = _is_aarch64(m, facts)
     for pkg in pkgs:
-        sass, ptx, var = _arch_list(m, pkg)
+        sass, ptx, var = _arch_list(m, pkg, arm)
         if sass is None:
             continue
         done = True
@@ -284,7 +302,8 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 else "Install a PyTorch build whose arch list includes this GPU (see `gpu-doctor matrix gpu`).",
             )
     if not done:
-        raise Skip("the arch list of the installed torch build is unknown (not in the matrix; run with --deep)")
+        raise Skip("the arch list of the installed torch build is unknown (not in the matrix"
+                   + (" for aarch64 wheels" if arm else "") + "; run with --deep)")
 
 
 def _torch_build_for(m: Matrix, cc: str) -> tuple[str, str] | None:
