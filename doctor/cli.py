@@ -21,6 +21,7 @@ EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_UNKNOWN = 4  # check: nothing failed, but too little evidence to call the machine ready
 
 # name -> (module, one-line help). The order is the order of `gpu-doctor --help`.
 COMMANDS: dict[str, tuple[str, str]] = {

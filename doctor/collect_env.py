@@ -407,7 +407,43 @@ def _driver(report: _Report, f: _Facts, macos: bool, rocm: bool) -> DriverInfo:
         if 1000 <= n < 100_000:
             api = f"{n // 1000}.{(n % 1000) // 10}"
             f.source("driver.cuda_driver_api", f"torch warning 'driver on your system is too old (found version {n})'")
-    return DriverInfo(userspace=userspace, cuda_driver_api=api)
+    # Statements of absence printed around the report are evidence too (see doctor/beliefs.py).
+    init_error = nvml_error = None
+    low = report.text.lower()
+    if "found no nvidia driver on your system" in low:
+        init_error = "torch: Found no NVIDIA driver on your system"
+        f.source("driver.cuda_init_error", "torch error 'Found no NVIDIA driver on your system'")
+    if "couldn't communicate with the nvidia driver" in low:
+        nvml_error = "nvidia-smi: couldn't communicate with the NVIDIA driver"
+        f.source("driver.nvml_error", "nvidia-smi 'couldn't communicate with the NVIDIA driver'")
+    elif "driver/library version mismatch" in low:
+        nvml_error = "Driver/library version mismatch"
+        f.source("driver.nvml_error", "'Failed to initialize NVML: Driver/library version mismatch' in the paste")
+    elif "failed to initialize nvml: unknown error" in low:
+        nvml_error = "Unknown Error"
+        f.source("driver.nvml_error", "'Failed to initialize NVML: Unknown Error' in the paste")
+    for line in _error_lines(report.text):
+        f.note(line, f"{SOURCE}:error text")
+    return DriverInfo(userspace=userspace, cuda_driver_api=api, cuda_init_error=init_error, nvml_error=nvml_error)
+
+
+# Error lines pasted with a report are evidence the checks read (doctor/beliefs.py collects them).
+ERROR_ANCHORS = ("no kernel image is available", "found no nvidia driver", "driver/library version mismatch",
+                 "failed to initialize nvml", "cuda driver version is insufficient", "cudaerrorinsufficientdriver",
+                 "cannot open shared object file", "undefined symbol", "cuda_error_", "forward compatibility was "
+                 "attempted", "system not yet initialized")
+
+
+def _error_lines(text: str) -> list[str]:
+    out: list[str] = []
+    for raw in text.splitlines()[:5000]:
+        line = raw.strip()[:300]
+        low = line.lower()
+        if any(a in low for a in ERROR_ANCHORS) and line not in out:
+            out.append(line)
+        if len(out) >= 20:
+            break
+    return out
 
 
 def _mig_devices(report: _Report) -> dict[int, list[MigDevice]]:

@@ -10,6 +10,8 @@ from doctor.findings import SEVERITY_RANK, Finding
 from doctor.registry import Check, Context
 
 REPORT_SCHEMA = "gpu-doctor.report/v1"
+# The areas whose checks must conclude something before a machine can be called ready.
+EVIDENCE_AREAS = ("Driver", "GPUs", "Python & frameworks")
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,22 @@ class Report:
                       matrix=self.matrix, mode=self.mode)
 
     @property
+    def has_evidence(self) -> bool:
+        """A verdict needs evidence: some check about the driver, the GPUs or the frameworks concluded
+        something (ok, info, warn or fail). A report that says nothing is not "ready"."""
+        return any(f.area in EVIDENCE_AREAS and f.code != "doctor.check_crashed" for f in self.findings) \
+            or self.mode == "static"
+
+    @property
     def status(self) -> str:
+        """fail | warn | ok | unknown. ``unknown``: nothing failed, and the driver, GPU and framework areas
+        were all skipped or not applicable — there was too little evidence to call the machine ready."""
         worst = max((SEVERITY_RANK[f.severity] for f in self.findings), default=0)
-        return "fail" if worst == 3 else "warn" if worst == 2 else "ok"
+        if worst == 3:
+            return "fail"
+        if not self.has_evidence:
+            return "unknown"
+        return "warn" if worst == 2 else "ok"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,7 +102,7 @@ def generate_report_schema() -> dict[str, Any]:
         "type": "object",
         "properties": {
             "schema": {"const": REPORT_SCHEMA},
-            "status": {"enum": ["ok", "warn", "fail"]},
+            "status": {"enum": ["ok", "warn", "fail", "unknown"]},
             "matrix": {"type": ["string", "null"]},
             "findings": {"type": "array", "items": finding},
             "checks": {"type": "array", "items": check},

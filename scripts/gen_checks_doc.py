@@ -82,7 +82,8 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
     "image.min_host_driver": ("`check --static` on an image with torch cu124 and CUDA 12.4 (static only)", make_facts(
         gpus=[], toolkits=_tk("12.4.1"))),
     "driver.missing": ("a GPU on the PCI bus, no driver", make_facts(
-        driver__userspace=None, driver__kernel_module=None, driver__packages=[],
+        driver__userspace=None, driver__kernel_module=None, driver__packages=[], driver__cuda_driver_api=None,
+        driver__module_loaded=False, loader__libcuda=None,
         gpus=[replace(H100, name=None, uuid=None, source="pci", pci_bus_id="0000:3b:00.0")])),
     "driver.not_loaded": ("Debian's 535 user space, no module, no GPU on the bus", make_facts(
         driver__userspace="535.309.01", driver__kernel_module=None, driver__module_loaded=False,
@@ -97,7 +98,8 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
         driver__next_boot_kernel="5.15.0-107-generic", driver__module_for_next_boot_kernel=False)),
     "nouveau.active": ("nouveau bound at boot", make_facts(driver__nouveau_loaded=True)),
     "secureboot.blocks_module": ("Secure Boot refusing the unsigned module", make_facts(
-        driver__secure_boot=True, driver__module_loaded=False, driver__kernel_module=None)),
+        driver__secure_boot=True, driver__module_loaded=False, driver__kernel_module=None,
+        gpus=[replace(H100, name=None, uuid=None, source="pci")])),
     "gpu.memory_in_use": ("another job holds the memory", make_facts(
         gpu__memory_used_mib=74000, gpu__processes=[GpuProcess(4242, "python3", 73500)])),
     "gpu.hardware_fault": ("Xid 79 in the kernel log", make_facts(
@@ -121,7 +123,24 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
     "container.toolkit_missing": ("Docker on a GPU host without the toolkit", make_facts(
         host__container_toolkit=ContainerToolkit(installed=False, engines=["docker"], runtime_configured=False))),
     "container.no_gpu_passthrough": ("docker run without --gpus", make_facts(
-        host__container="docker", driver__device_nodes=[], loader__libcuda=None)),
+        host__container="docker", driver__device_nodes=[], loader__libcuda=None, gpus=[],
+        driver__cuda_driver_api=None)),
+    "framework.cuda_unavailable": ("--deep: torch cu124 on driver 470 answers is_available() False", make_facts(
+        driver__kernel_module="470.223.02", driver__userspace="470.223.02", driver__cuda_driver_api="11.4",
+        python_envs=[replace(torch_env("2.5.1", cuda="12.4"), packages=[replace(
+            torch_env("2.5.1", cuda="12.4").packages[0], deep=__import__("doctor.facts", fromlist=["DeepResult"])
+            .DeepResult(is_available=False, device_count=0, cuda="12.4"))])])),
+    "loader.libcuda_stub": ("the toolkit's stubs directory on LD_LIBRARY_PATH", make_facts(
+        loader__libcuda=LibRef("/usr/local/cuda-12.4/lib64/stubs/libcuda.so", None, stub=True),
+        env__LD_LIBRARY_PATH="/usr/local/cuda-12.4/lib64/stubs")),
+    "driver.forward_compat": ("a cuda-compat libcuda on a GeForce card", make_facts(
+        driver__kernel_module="535.104.05",
+        loader__libcuda=LibRef("/usr/local/cuda-13.0/compat/libcuda.so.1", "580.65.06", stub=False),
+        gpus=[replace(H100, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")])),
+    "toolkit.cuda_home_invalid": ("CUDA_HOME left pointing at a removed toolkit", make_facts(
+        env__CUDA_HOME="/usr/local/cuda-11.7",
+        errors=[__import__("doctor.facts", fromlist=["ProbeError"]).ProbeError(
+            "toolkits", "CUDA_HOME=/usr/local/cuda-11.7 does not exist")])),
     "wsl.driver": ("a Linux driver installed inside WSL2", make_facts(
         host__wsl=True, loader__libcuda=LibRef("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "550.54.14"))),
 }

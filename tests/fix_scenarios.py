@@ -10,8 +10,10 @@ from doctor.facts import ContainerToolkit, Cudnn, Facts, LibRef, Package, PyPack
 
 A100 = replace(H100, name="NVIDIA A100-SXM4-80GB", compute_capability="8.0", pci_device_id="0x20B210DE")
 RTX5090 = replace(H100, name="NVIDIA GeForce RTX 5090", compute_capability="12.0", pci_device_id="0x2B8510DE")
+# A module that is not loaded enumerates no GPU: only the PCI scan lists it.
 NOT_LOADED = dict(driver__kernel_module=None, driver__module_loaded=False, driver__nvml_error="Driver Not Loaded",
-                  driver__cuda_init_error="CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected")
+                  driver__cuda_init_error="CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected",
+                  gpus=[replace(H100, name=None, uuid=None, memory_total_mib=None, source="pci")])
 
 
 def tf_env(version: str = "2.21.0", packages: tuple[PyPackage, ...] = ()) -> PythonEnv:
@@ -45,8 +47,9 @@ SCENARIOS: dict[str, dict] = {
     "podman_not_configured": dict(host__container_toolkit=ContainerToolkit(installed=True, version="1.16.2",
                                                                           engines=["podman"],
                                                                           runtime_configured=False)),
+    # no system toolkit: a 12.4 toolkit on 535 would (rightly) ask for a driver that also JITs its PTX
     "forward_compat_cu130_on_535": dict(driver__kernel_module="535.104.05", driver__userspace="535.104.05",
-                                        driver__cuda_driver_api="12.2",
+                                        driver__cuda_driver_api="12.2", toolkits=[], loader__nvcc_on_path=None,
                                         python_envs=[torch_env("2.14.1", "13.0")]),
     "nvcc_13_with_torch_cu124": dict(loader__nvcc_on_path=LibRef("/usr/local/cuda-13.0/bin/nvcc", "13.0.88")),
     "system_cudnn_for_cuda11": dict(cudnn=[Cudnn("8.9.5", "/usr/include/cudnn_version.h", "header")]),

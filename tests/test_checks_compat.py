@@ -127,8 +127,9 @@ CASES = [
      "driver.too_old_for_cuda_runtime", "ok", ["forward-compat"]),
     ("cuda124-toolkit-on-550", {**driver("550.90.07"), "toolkits": [toolkit("12.4.1")]},
      "driver.too_old_for_cuda_runtime", "ok", ["native"]),
+    # a toolkit newer than the driver (same major): its SASS runs, but the PTX it emits does not load
     ("cuda124-toolkit-on-535-mvc", {**driver("535.104.05"), "toolkits": [toolkit("12.4.1")]},
-     "driver.too_old_for_cuda_runtime", "ok", ["minor-version"]),
+     "driver.too_old_for_cuda_runtime", "warn", ["minor-version", "unsupported toolchain"]),
     ("torch-cu121-on-530", {**driver("530.30.02"), "python_envs": env(torch("2.1.2", "12.1"))},
      "framework.cuda_newer_than_driver", "ok", ["torch 2.1.2", "native"]),
     ("torch-cu124-on-535", {**driver("535.104.05"), "python_envs": env(torch("2.5.1", "12.4"))},
@@ -195,8 +196,20 @@ CASES = [
     ("ld-library-path-shadows-cudnn-wheel", {
         "env__LD_LIBRARY_PATH": "/usr/local/cuda-11.8/lib64",
         "loader__libcudnn": LibRef("/usr/local/cuda-11.8/lib64/libcudnn.so.8", "8.9.7"),
-        "python_envs": env(torch("2.5.1", "12.4"), PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70"))},
+        "python_envs": env(PyPackage("tensorflow", "2.16.1", cuda="12.3", cudnn="8", cpu_only=False),
+                           PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70"))},
      "framework.libs_shadowed", "warn", ["/usr/local/cuda-11.8/lib64/libcudnn.so.8", "nvidia-cudnn-cu12 9.1.0.70"]),
+    # torch's wheels reach their nvidia-* wheels through DT_RPATH, searched before LD_LIBRARY_PATH
+    ("torch-rpath-wins-over-ld-library-path", {
+        "env__LD_LIBRARY_PATH": "/usr/local/cuda-11.8/lib64",
+        "loader__libcudnn": LibRef("/usr/local/cuda-11.8/lib64/libcudnn.so.8", "8.9.7"),
+        "python_envs": env(torch("2.5.1", "12.4"), PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70"))},
+     "framework.libs_shadowed", "ok", ["Nothing on LD_LIBRARY_PATH shadows"]),
+    # the CUDA 13 wheels drop the -cuNN suffix for cuBLAS
+    ("cuda13-wheel-names-are-recognised", {"python_envs": env(
+        torch("2.9.0", "13.0", loaded_libraries=["/usr/lib/x86_64-linux-gnu/libcublas.so.13"]),
+        PyPackage("nvidia-cublas", "13.0.0.19"))},
+     "framework.libs_shadowed", "warn", ["/usr/lib/x86_64-linux-gnu/libcublas.so.13", "nvidia-cublas 13.0.0.19"]),
     ("deep-shows-system-cudnn-loaded", {"python_envs": env(
         torch("2.5.1", "12.4", loaded_libraries=["/usr/lib/x86_64-linux-gnu/libcudnn.so.9.0.0"]),
         PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70"))},
@@ -442,7 +455,7 @@ TRICKY = [
     # nvidia-smi's "CUDA Version" 12.2 is the driver's maximum; the 12.4 toolkit runs by minor-version compat.
     ("smi-cuda-version-is-the-driver-maximum", {**driver("535.104.05", driver__cuda_driver_api="12.2"),
                                                 "toolkits": [toolkit("12.4.1")]},
-     "driver.too_old_for_cuda_runtime", "ok", "https://docs.nvidia.com/"),
+     "driver.too_old_for_cuda_runtime", "warn", "https://docs.nvidia.com/"),
     # a wheel brings its own runtime: no system toolkit, yet the driver decides torch cu124's fate
     ("wheels-bring-their-own-runtime", {**driver("470.223.02"), "toolkits": [],
                                         "python_envs": env(torch("2.5.1", "12.4"))},

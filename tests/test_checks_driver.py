@@ -17,7 +17,13 @@ NO_DRIVER = {
     "driver__module_loaded": False,
     "driver__packages": [],
     "driver__device_nodes": [],
+    "loader__libcuda": None,  # a resolvable libcuda.so.1 is the driver's user space
 }
+
+# A module that is not loaded enumerates no GPU: only the PCI scan still lists it.
+PCI_ONLY = [replace(H100, name=None, uuid=None, memory_total_mib=None, source="pci")]
+NOT_LOADED = {"driver__module_loaded": False, "driver__kernel_module": None,
+              "driver__nvml_error": "Driver Not Loaded", "gpus": PCI_ONLY}
 
 # The machine this was recorded on (tests/data/nvidia-smi-text/debian12-535.309.01-no-kernel-module.*):
 # Debian's 535 user space installed, no GPU on the PCI bus, so the kernel module never loads.
@@ -77,7 +83,7 @@ def test_missing_counts_the_kernel_module_alone_as_installed() -> None:
 
 
 def test_missing_is_not_applicable_inside_a_container() -> None:
-    result, findings = outcome(make_facts(**NO_DRIVER, host__container="docker"), "driver.missing")
+    result, findings = outcome(make_facts(**NO_DRIVER, host__container="docker", gpus=[]), "driver.missing")
     assert result.status == "not_applicable"
     assert result.reason and "container" in result.reason
     assert findings == []
@@ -146,28 +152,26 @@ def test_not_loaded_in_a_container_points_at_the_host() -> None:
     ({"host__container": "docker"}, "the host has no loaded nvidia module"),
 ])
 def test_not_loaded_detail_names_the_likely_cause(overrides: dict, cause: str) -> None:
-    f = only(make_facts(driver__module_loaded=False, driver__kernel_module=None,
-                        driver__nvml_error="Driver Not Loaded", **overrides), "driver.not_loaded")
+    f = only(make_facts(**{**NOT_LOADED, **overrides}), "driver.not_loaded")
     assert f.severity == "fail"
     assert "Likely cause: " in f.detail
     assert cause in f.detail
 
 
 def test_not_loaded_without_visible_cause_points_to_modprobe_and_dmesg() -> None:
-    f = only(make_facts(driver__module_loaded=False, driver__kernel_module=None,
-                        driver__nvml_error="Driver Not Loaded"), "driver.not_loaded")
+    f = only(make_facts(**NOT_LOADED), "driver.not_loaded")
     assert "Likely cause" not in f.detail
     assert "`sudo modprobe nvidia`" in f.detail
     assert "dmesg" in f.detail
 
 
 def test_not_loaded_believes_nvml_over_a_stale_module_list() -> None:
-    f = only(make_facts(driver__nvml_error="Driver Not Loaded"), "driver.not_loaded")
+    f = only(make_facts(driver__nvml_error="Driver Not Loaded", gpus=PCI_ONLY), "driver.not_loaded")
     assert f.severity == "fail"
 
 
 def test_not_loaded_is_not_applicable_without_a_driver() -> None:
-    result, _ = outcome(make_facts(**NO_DRIVER), "driver.not_loaded")
+    result, _ = outcome(make_facts(**NO_DRIVER, gpus=PCI_ONLY), "driver.not_loaded")
     assert result.status == "not_applicable"
     assert result.reason and "driver.missing" in result.reason
 
@@ -180,7 +184,7 @@ def test_not_loaded_leaves_a_version_mismatch_to_its_own_check() -> None:
 
 def test_not_loaded_skips_when_nothing_says_whether_the_module_is_loaded() -> None:
     result, findings = outcome(make_facts(driver__module_loaded=None, driver__kernel_module=None,
-                                          driver__nvml_error=None, driver__cuda_init_error=None),
+                                          driver__nvml_error=None, driver__cuda_init_error=None, gpus=PCI_ONLY),
                                "driver.not_loaded")
     assert result.status == "skipped"
     assert result.reason and "unknown" in result.reason
@@ -274,7 +278,7 @@ def test_module_missing_for_next_boot_kernel_warns_before_the_reboot() -> None:
 
 def test_module_for_kernel_not_applicable_in_container_or_without_driver() -> None:
     in_container, _ = outcome(make_facts(host__container="docker"), "driver.module_missing_for_kernel")
-    no_driver, _ = outcome(make_facts(**NO_DRIVER), "driver.module_missing_for_kernel")
+    no_driver, _ = outcome(make_facts(**NO_DRIVER, gpus=PCI_ONLY), "driver.module_missing_for_kernel")
     assert (in_container.status, no_driver.status) == ("not_applicable", "not_applicable")
 
 
@@ -333,7 +337,8 @@ def test_nouveau_unknown_modules_skips() -> None:
 @pytest.mark.parametrize(("overrides", "title"), [
     ({}, "Secure Boot is off"),
     ({"driver__secure_boot": True}, "Secure Boot is on and the nvidia module is signed and loaded"),
-    ({"driver__secure_boot": True, **NO_DRIVER}, "Secure Boot is on (no NVIDIA driver installed yet)"),
+    ({"driver__secure_boot": True, **NO_DRIVER, "gpus": PCI_ONLY},
+     "Secure Boot is on (no NVIDIA driver installed yet)"),
 ])
 def test_secureboot_ok_cases(overrides: dict, title: str) -> None:
     f = only(make_facts(**overrides), "secureboot.blocks_module")
@@ -341,7 +346,7 @@ def test_secureboot_ok_cases(overrides: dict, title: str) -> None:
 
 
 def test_secureboot_on_with_module_not_loaded_enrolls_the_mok() -> None:
-    f = only(make_facts(driver__secure_boot=True, driver__module_loaded=False), "secureboot.blocks_module")
+    f = only(make_facts(driver__secure_boot=True, **NOT_LOADED), "secureboot.blocks_module")
     assert f.severity == "fail"
     assert "Secure Boot is on" in f.title and "not loaded" in f.title
     assert commands(f) == [["mokutil", "--import", "/var/lib/dkms/mok.pub"], ["reboot"]]
@@ -349,7 +354,7 @@ def test_secureboot_on_with_module_not_loaded_enrolls_the_mok() -> None:
 
 @pytest.mark.parametrize("overrides", [
     {"driver__secure_boot": None},
-    {"driver__secure_boot": True, "driver__module_loaded": None},
+    {"driver__secure_boot": True, "driver__module_loaded": None, "driver__kernel_module": None, "gpus": PCI_ONLY},
 ])
 def test_secureboot_skips_when_state_is_unknown(overrides: dict) -> None:
     result, findings = outcome(make_facts(**overrides), "secureboot.blocks_module")

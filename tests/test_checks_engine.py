@@ -60,6 +60,8 @@ ISSUE_CODES = {
     "image.min_host_driver",
     # issue 11 (knowledge current to today): NVIDIA's driver branch lifecycle
     "driver.branch_eol",
+    # the judgement issue (beliefs)
+    "loader.libcuda_stub", "driver.forward_compat", "toolkit.cuda_home_invalid", "framework.cuda_unavailable",
 }
 
 
@@ -104,8 +106,11 @@ def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> N
     report = diagnose(make_facts())
     assert {c.id for c in report.checks if c.status == "not_applicable"} == {
         "env.device_order", "container.no_gpu_passthrough", "wsl.driver",
-        # no system cuDNN and no TensorFlow on the healthy host: the cuDNN pairing rules have nothing to compare
-        "cudnn.cuda_mismatch", "cudnn.version_mismatch",
+        # no system cuDNN on the healthy host: the cuDNN/toolkit pairing rule has nothing to compare
+        "cudnn.cuda_mismatch",
+        "driver.forward_compat",  # the driver's own libcuda is in use
+        "toolkit.cuda_home_invalid",  # CUDA_HOME is not set
+        "framework.cuda_unavailable",  # only with --deep
         "image.min_host_driver",  # only with --static
         # the healthy host's R550 is only in NVIDIA's undated list of ended branches (checks/lifecycle.py)
         "driver.branch_eol"}
@@ -163,7 +168,7 @@ def test_skip_and_not_applicable_are_statuses_with_reasons(exc: Exception, statu
     report = diagnose(make_facts(), checks=[Check("test.signal", "Driver", "Signals.", func)])
     assert [(c.status, c.reason) for c in report.checks] == [(status, str(exc))]
     assert report.findings == []
-    assert report.status == "ok"
+    assert report.status == "unknown"  # nothing concluded about the driver, GPUs or frameworks: no verdict
 
 
 # --- the report's JSON contract ---------------------------------------------------------------

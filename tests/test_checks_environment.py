@@ -17,6 +17,7 @@ NO_DRIVER = {
     "driver__module_loaded": False,
     "driver__packages": [],
     "driver__device_nodes": [],
+    "loader__libcuda": None,
 }
 H100_B = replace(H100, index=1, uuid="GPU-99999999-8888-7777-6666-555555555555", pci_bus_id="00000000:3B:00.0")
 A100 = replace(H100, index=1, name="NVIDIA A100-SXM4-80GB", uuid="GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee",
@@ -225,7 +226,8 @@ def test_passthrough_ok_with_device_node_and_driver_library() -> None:
 
 
 def test_docker_without_dev_nvidia0_fails_and_asks_for_gpus_all() -> None:
-    facts = make_facts(**IN_DOCKER, driver__device_nodes=["/dev/nvidiactl"], loader__libcuda=None)
+    facts = make_facts(**IN_DOCKER, driver__device_nodes=["/dev/nvidiactl"], loader__libcuda=None, gpus=[],
+                       driver__cuda_driver_api=None, driver__userspace=None)
     f = only(facts, "container.no_gpu_passthrough")
     assert f.severity == "fail"
     assert f.title == ("This docker container has no GPU passed in: no /dev/nvidiaN device node and "
@@ -235,7 +237,8 @@ def test_docker_without_dev_nvidia0_fails_and_asks_for_gpus_all() -> None:
 
 def test_docker_with_only_the_toolkit_stub_says_so() -> None:
     stub = LibRef("/usr/local/cuda/lib64/stubs/libcuda.so", None, stub=True)
-    f = only(make_facts(**IN_DOCKER, loader__libcuda=stub), "container.no_gpu_passthrough")
+    f = only(make_facts(**IN_DOCKER, loader__libcuda=stub, gpus=[], driver__cuda_driver_api=None,
+                        driver__userspace=None), "container.no_gpu_passthrough")
     assert f.severity == "fail"
     assert f.title.endswith("no driver library libcuda.so.1 (only the toolkit's stub)")
 
@@ -253,7 +256,7 @@ def test_nvidia_visible_devices_void_fails(value: str) -> None:
     ("kubernetes", "nvidia.com/gpu: 1"),
 ])
 def test_passthrough_fix_speaks_the_engines_language(kind: str, flag: str) -> None:
-    facts = make_facts(host__container=kind, host__container_toolkit=None, driver__device_nodes=[])
+    facts = make_facts(host__container=kind, host__container_toolkit=None, driver__device_nodes=[], gpus=[])
     f = only(facts, "container.no_gpu_passthrough")
     assert f.title.startswith(f"This {kind} container has no GPU passed in")
     assert f.fix is not None and flag in f.fix.summary

@@ -130,6 +130,8 @@ FACTS = {
     "vllm-21028-vllm-format-rtx5090-torch2.7.0-cu128.txt": dict(
         os=("ubuntu", "22.04"), driver="570.124.06", gpus=["NVIDIA GeForce RTX 5090"], nvcc="12.8.93",
         python="3.11.11", torch=("2.7.0+cu128", "12.8", False)),
+    "pytorch-74733-centos7-found-no-driver-torch1.7.0-cu110.txt": dict(
+        os=("centos", "7"), driver=None, gpus=[], torch=("1.7.0+cu110", "11.0", False), available=False),
 }
 
 
@@ -187,7 +189,8 @@ FINDINGS = {
     "pytorch-121067-macos-no-gpu-torch2.2.2.txt": (0, [("framework.cpu_only_build", "info")]),
     "pytorch-44106-rocm-build-torch1.7.txt": (0, []),
     "pytorch-137846-windows11-cpu-nightly-no-gpu.txt": (0, [("framework.cpu_only_build", "info")]),
-    "pytorch-42887-torch-not-importable-macos.txt": (0, []),
+    # torch could not be imported and nothing else is said: no verdict (status "unknown", exit 4), never "ready"
+    "pytorch-42887-torch-not-importable-macos.txt": (4, []),
     "vllm-9293-wsl2-torch2.4.0-cu121-rtx4070-laptop.txt": (0, [("framework.cuda_newer_than_driver", "ok"),
                                                                ("framework.arch_unsupported", "ok")]),
     "vllm-26127-wsl2-vllm-format-torch2.8.0-cu128-rtx4060-laptop.txt": (0, [
@@ -196,11 +199,15 @@ FINDINGS = {
                                                                      ("framework.cuda_newer_than_driver", "ok")]),
     "vllm-12189-8x-a100-torch2.4.0-cu121.txt": (0, [("framework.arch_unsupported", "ok"),
                                                     ("framework.cuda_newer_than_driver", "ok")]),
+    # nvcc 11.8 on driver 470 (CUDA 11.4): minor-version compatible, but PTX it compiles will not load
     "vllm-5613-indented-4x-v100-torch2.2.1-cu118-driver470.txt": (0, [("framework.cuda_newer_than_driver", "ok"),
-                                                                      ("driver.too_old_for_cuda_runtime", "ok")]),
+                                                                      ("driver.too_old_for_cuda_runtime", "warn")]),
     "pytorch-57922-a100-mig-torch1.8.1-cu102-driver450.txt": (0, [("framework.cuda_newer_than_driver", "ok")]),
     "vllm-21028-vllm-format-rtx5090-torch2.7.0-cu128.txt": (0, [("driver.too_old_for_gpu", "ok"),
                                                                 ("framework.cuda_newer_than_driver", "ok")]),
+    # torch's own "Found no NVIDIA driver on your system" is evidence of absence
+    "pytorch-74733-centos7-found-no-driver-torch1.7.0-cu110.txt": (1, [("driver.missing", "fail"),
+                                                                       ("framework.cuda_unavailable", "warn")]),
 }
 
 

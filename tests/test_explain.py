@@ -265,7 +265,8 @@ def test_module_and_userspace_versions_explain_the_nvml_mismatch() -> None:
 
 
 def test_container_without_gpu_explains_no_driver_and_other_causes_are_told_apart() -> None:
-    facts = make_facts(host__container="docker", driver__device_nodes=[])
+    # NVML answered (the user space is there) but no GPU was passed in: no device node, nothing enumerated
+    facts = make_facts(host__container="docker", driver__device_nodes=[], gpus=[], loader__libcuda=None)
     got = verdicts("RuntimeError: Found no NVIDIA driver on your system.", facts)
     assert got["container.no_gpu_passthrough"] == APPLIES
     assert got["driver.missing"] == RULED_OUT

@@ -54,7 +54,7 @@ def test_report_validates_against_report_schema() -> None:
         ("[1, 2]", "a facts snapshot is a JSON object"),
         ('{"schema": "gpu-doctor.facts/v2"}', "schema is 'gpu-doctor.facts/v2'"),
         ('{"schema": "gpu-doctor.report/v1", "status": "ok"}', "expected 'gpu-doctor.facts/v1'"),
-        ('{"schema": "gpu-doctor.facts/v1"}', "missing 'collected_at'"),
+        ('{"schema": "gpu-doctor.facts/v1", "toolkits": [{"version": "12.4"}]}', "missing 'root'"),
         ("[" * 100000, "not JSON"),
     ],
 )

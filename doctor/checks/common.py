@@ -44,10 +44,10 @@ def finding(code: str, severity: str, title: str, detail: str, evidence: list[Ev
 
 
 def driver_installed(facts: Facts) -> bool:
-    d = facts.driver
-    # A CUDA driver API version (from libcuda, or quoted in a framework's warning) proves a driver too.
-    return bool(d.userspace or d.kernel_module or d.cuda_driver_api
-                or any(p.name.startswith(("nvidia-driver", "cuda-drivers")) for p in d.packages))
+    """The driver is known to be installed (the belief is yes; unknown is not yes)."""
+    from doctor import beliefs
+
+    return beliefs.of(facts).userspace_installed.yes
 
 
 def probed(facts: Facts, what: str) -> bool:

@@ -6,10 +6,12 @@ URLs, in its evidence.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
+from doctor import beliefs
 from doctor.checks.common import ev, finding, label, ok
-from doctor.facts import Facts, Gpu, PyPackage
+from doctor.facts import Facts, Gpu, PyPackage, PythonEnv
 from doctor.findings import Evidence, Finding
 from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.registry import Context, NotApplicable, Skip, check
@@ -63,9 +65,8 @@ def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
 def _verdict(m: Matrix, facts: Facts, cuda: str) -> Verdict:
     compat = tuple(p.name for p in facts.driver.packages if p.name.startswith("cuda-compat"))
     # Under WSL2 the driver is the Windows one, and NVML reports its Windows version (e.g. 551.78).
-    # libcuda's answer first; nvidia-smi's "CUDA Version" where libcuda could not be asked (an image, a report).
-    api = facts.driver.cuda_driver_api or facts.driver.smi_cuda_version
-    return driver_runs_cuda(m, _driver(facts), cuda, _segment(m, facts), compat, api, windows=bool(facts.host.wsl))
+    return driver_runs_cuda(m, _driver(facts), cuda, _segment(m, facts), compat, beliefs.of(facts).driver_cuda.value,
+                            windows=bool(facts.host.wsl))
 
 
 def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Iterator[Finding]:
@@ -73,15 +74,34 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
     items = [r for r in runtimes(facts) if r[2] == kind]
     if not items:
         raise NotApplicable(f"no {'CUDA toolkit' if kind == 'toolkit' else 'CUDA build of a framework'} found")
-    if not (_driver(facts) or facts.driver.cuda_driver_api or facts.driver.smi_cuda_version):
+    if not (_driver(facts) or beliefs.of(facts).driver_cuda.value):
         raise Skip("the driver version is unknown")
-    for who, cuda, _kind in items:
+    for who, cuda, kind in items:
         v = _verdict(m, facts, cuda)
         evidence = [ev(facts, "driver.kernel_module" if facts.driver.kernel_module else "driver.userspace"),
                     Evidence("runtime", f"{who}: CUDA {cuda}"), Evidence("rule", v.rule),
                     *row_evidence(v.rows)]
         if v.rule == "unknown":
             raise Skip(v.explanation)
+        if v.ok and kind == "toolkit" and v.rule == "minor-version":
+            # Same major, older driver: SASS runs, but PTX this toolkit emits (nvcc compute_XX, XLA's ptxas,
+            # Triton, JIT) is newer than the driver can JIT.
+            api = beliefs.of(facts).driver_cuda.value
+            newest = m.newest_cuda_for_driver(_driver(facts) or "")
+            drv_cuda = api or (major_minor(newest["version"]) if newest else None)
+            yield finding(
+                code, "warn",
+                f"{who} is newer than driver {_driver(facts)} supports natively"
+                + (f" (CUDA {drv_cuda})" if drv_cuda else "") + ": PTX it compiles will not load",
+                v.explanation + ". Code this toolkit compiles to PTX (nvcc -arch=compute_XX, extensions built "
+                "without SASS for this GPU, XLA/Triton kernels) fails on this driver with 'the provided PTX was "
+                "compiled with an unsupported toolchain' (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222). Framework "
+                "wheels that ship SASS for the GPU are not affected.",
+                evidence,
+                fix=f"Upgrade the driver to ≥ {(m.min_driver(cuda) or {}).get('linux_min_driver', '?')}, or compile "
+                    f"with a toolkit no newer than CUDA {drv_cuda or 'the driver supports'} (or build SASS for the "
+                    "GPU: -arch=sm_XX).")
+            continue
         if v.ok:
             yield ok(code, f"{who} runs on driver {_driver(facts) or facts.driver.cuda_driver_api} ({v.rule})",
                      *evidence, detail=v.explanation)
@@ -275,6 +295,9 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
     for pkg in pkgs:
         sass, ptx, var = _arch_list(m, pkg, arm)
         if sass is None:
+            found = list(_arch_unknown(facts, m, pkg, gpus))
+            done = done or bool(found)
+            yield from found
             continue
         done = True
         for g in gpus:
@@ -306,6 +329,42 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
                    + (" for aarch64 wheels" if arm else "") + "; run with --deep)")
 
 
+NO_KERNEL_IMAGE = "no kernel image is available for execution on the device"
+
+
+def _arch_unknown(facts: Facts, m: Matrix, pkg: PyPackage, gpus: list[Gpu]) -> Iterator[Finding]:
+    """The build's arch list is unknown: still judge what can be known. A 'no kernel image' error in the facts
+    is the failure itself; a GPU older than every build the matrix knows for this CUDA is likely unsupported."""
+    texts = beliefs.of(facts).texts
+    said = next((t for t in texts if NO_KERNEL_IMAGE in t), None)
+    if said:
+        yield finding("framework.arch_unsupported", "fail",
+                      f"{label(pkg)} has no kernels for this GPU: 'no kernel image is available for execution on "
+                      "the device'", "The error itself is in the facts: the build lacks code for this GPU's "
+                      "compute capability.", [Evidence("errors", said, "deep")],
+                      fix="Install a PyTorch build whose arch list includes this GPU (see `gpu-doctor matrix gpu`).")
+        return
+    major = vtuple(pkg.cuda or "")[:1]
+    known = [v for row in m.rows("pytorch", "torch") for v in row.get("variant", [])
+             if v.get("arch_list") and vtuple(v["cuda"])[:1] == major]
+    if not known:
+        return
+    for g in gpus:
+        cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
+        if not cc or any(_supports(cc, v["arch_list"], v.get("ptx")) for v in known):
+            continue
+        oldest = min((min(v["arch_list"], key=vtuple) for v in known), key=vtuple)
+        yield finding("framework.arch_unsupported", "warn",
+                      f"{label(pkg)} most likely has no kernels for {g.name} (sm_{cc.replace('.', '')})",
+                      f"This build's arch list is not in the matrix, but no PyTorch build for CUDA {major[0]}.x that "
+                      f"the matrix knows carries code for sm_{cc.replace('.', '')} (the oldest target among them is "
+                      f"sm_{oldest.replace('.', '')}); `gpu-doctor check --deep` reads the real list.",
+                      [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
+                       Evidence("python_envs.packages", f"{label(pkg)} cuda={pkg.cuda}")],
+                      fix="Confirm with `gpu-doctor check --deep`; an older PyTorch release (or a CUDA 11 build) may "
+                          "still support this GPU (`gpu-doctor matrix gpu NAME`).")
+
+
 def _torch_build_for(m: Matrix, cc: str) -> tuple[str, str] | None:
     """The newest (torch version, CUDA) whose arch list covers this compute capability."""
     best = None
@@ -321,29 +380,36 @@ def _torch_build_for(m: Matrix, cc: str) -> tuple[str, str] | None:
 @check("framework.nvcc_mismatch_for_extensions", "Python & frameworks",
        "nvcc's CUDA major matches torch's, so torch.utils.cpp_extension can build extensions.", static=True)
 def nvcc_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    nvcc = facts.loader.nvcc_on_path
     torches = [p for env in facts.python_envs for p in env.packages if p.name == "torch" and p.cuda]
     if not torches:
         raise NotApplicable("no CUDA build of PyTorch")
-    if not nvcc or not nvcc.version:
-        raise NotApplicable("no nvcc on PATH (extensions cannot be built at all; see toolkit.path_not_set)")
+    # torch.utils.cpp_extension compiles with CUDA_HOME (then CUDA_PATH), and only then the nvcc on PATH.
+    built = beliefs.of(facts).build_toolkit
+    if built.value is None:
+        raise NotApplicable("no nvcc on PATH and no CUDA_HOME (extensions cannot be built at all; "
+                            "see toolkit.path_not_set)")
+    root, version, how = built.value
+    if not version:
+        raise Skip(f"the CUDA version of the toolkit extensions would build with is unknown ({built.why})")
+    where = f"{how}={root}" if how != "PATH" else f"nvcc on PATH ({root}/bin/nvcc)"
     for p in torches:
-        evidence = [ev(facts, "loader.nvcc_on_path", f"{nvcc.path} {nvcc.version}"),
+        evidence = [Evidence("build_toolkit", f"{where}: CUDA {version}", built.source),
                     Evidence("python_envs.packages", f"{label(p)} cuda={p.cuda}")]
-        if vtuple(nvcc.version)[:1] != vtuple(p.cuda)[:1]:
+        if vtuple(version)[:1] != vtuple(p.cuda)[:1]:
             yield finding(
                 "framework.nvcc_mismatch_for_extensions", "warn",
-                f"nvcc is CUDA {major_minor(nvcc.version)} but {label(p)} was built with CUDA {p.cuda}: "
-                "building CUDA extensions will fail",
+                (f"nvcc is CUDA {major_minor(version)}" if how == "PATH" else
+                 f"{how}={root} is CUDA {major_minor(version)}")
+                + f" but {label(p)} was built with CUDA {p.cuda}: building CUDA extensions will fail",
                 "torch.utils.cpp_extension refuses a different CUDA major: 'The detected CUDA version "
-                f"({major_minor(nvcc.version)}) mismatches the version that was used to compile PyTorch ({p.cuda}).'",
+                f"({major_minor(version)}) mismatches the version that was used to compile PyTorch ({p.cuda}).'",
                 evidence,
-                fix=f"Put a CUDA {vtuple(p.cuda)[0]}.x toolkit first on PATH (and CUDA_HOME) when building "
-                    "extensions, or install the torch build for your toolkit's CUDA.")
+                fix=f"Point CUDA_HOME (and PATH) at a CUDA {vtuple(p.cuda)[0]}.x toolkit when building extensions, "
+                    "or install the torch build for your toolkit's CUDA.")
         else:
             yield ok("framework.nvcc_mismatch_for_extensions",
-                     f"nvcc (CUDA {major_minor(nvcc.version)}) matches {label(p)} (CUDA {p.cuda}) for extensions",
-                     *evidence)
+                     f"The build toolkit (CUDA {major_minor(version)}, {where}) matches {label(p)} (CUDA {p.cuda}) "
+                     "for extensions", *evidence)
 
 
 @check("toolkit.gpu_arch_unsupported", "CUDA toolkit", "Each toolkit can compile for every GPU here.", static=True)
@@ -408,32 +474,116 @@ def host_compiler(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      *evidence)
 
 
+def _lib_version(path: str) -> str | None:
+    m = re.search(r"libcudnn(?:_\w+)?\.so\.(\d+(?:\.\d+)*)", path)
+    return m.group(1) if m else None
+
+
+def _loaded_cudnn(facts: Facts, env: PythonEnv, p: PyPackage) -> tuple[str | None, str | None]:
+    """(version, where) of the cuDNN this framework loads. --deep's answer is the truth; else the dynamic
+    loader's order: torch's wheels carry DT_RPATH to their nvidia-cudnn wheel (searched before
+    LD_LIBRARY_PATH); other frameworks take the wheel in their environment, else the loader's libcudnn."""
+    if p.deep and p.deep.cudnn:
+        return p.deep.cudnn, f"{p.name} itself (--deep)"
+    for lib in p.loaded_libraries or []:
+        v = _lib_version(lib)
+        if v:
+            return v, f"{lib} (mapped by {p.name}, --deep)"
+    wheel = next((q for q in env.packages if re.fullmatch(r"nvidia-cudnn(?:-cu\d+)?", q.name)), None)
+    if wheel and wheel.version:
+        return wheel.version, f"{wheel.name} in {env.executable}"
+    lib = facts.loader.libcudnn
+    if lib and lib.version:
+        return lib.version, lib.path
+    return None, None
+
+
+def _built_cudnn(m: Matrix, p: PyPackage) -> tuple[str | None, str]:
+    """(the cuDNN a build needs, the rule it is held to)."""
+    if p.name == "torch":
+        built = p.cudnn or (m.torch_variant(p.version, p.cuda) or {}).get("cudnn")
+        return built, "torch"
+    if p.name.startswith("tensorflow") or p.name == "tf-nightly":
+        return p.cudnn, "tf1" if (vtuple(p.version or "") or (0,))[0] == 1 else "tf"
+    if p.name in ("jax", "jaxlib"):
+        major = vtuple(p.cuda or "")[:1]
+        rows = [r for r in m.rows("jax", "jax") if r.get("version") == (p.version or "").split("+")[0]
+                and (not major or r.get("cuda_major") == major[0]) and r.get("min_cudnn")]
+        return (rows[0]["min_cudnn"] if rows else None), "jax"
+    return None, ""
+
+
+def _cudnn_ok(rule: str, built: tuple[int, ...], have: tuple[int, ...]) -> bool:
+    if not have or not built or have[:1] != built[:1]:
+        return False
+    if rule == "tf1":  # TensorFlow 1.x loads exactly the cuDNN major.minor it was built with
+        return len(have) < 2 or len(built) < 2 or have[:2] == built[:2]
+    # torch (torch/backends/cudnn/__init__.py), TF 2 and JAX: same major, runtime minor ≥ build minor
+    return have[: len(built)] >= built[: len(have)] if len(have) >= 2 else True
+
+
 @check("cudnn.version_mismatch", "cuDNN", "The cuDNN that will be loaded matches what each framework needs.",
        static=True)
 def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    tfs = [(env, p) for env in facts.python_envs for p in env.packages
-           if p.name.startswith("tensorflow") and p.cudnn and not p.cpu_only]
-    if not tfs:
-        raise NotApplicable("no framework here states the cuDNN it was built with")
-    for env, p in tfs:
-        wheel = next((q for q in env.packages if q.name.startswith("nvidia-cudnn-cu")), None)
-        lib = facts.loader.libcudnn
-        loaded = (wheel.version if wheel else None) or (lib.version if lib else None)
-        src = f"{wheel.name} in {env.executable}" if wheel else (lib.path if lib else None)
+    m = _matrix(ctx)
+    pairs = [(env, p) for env in facts.python_envs for p in env.packages
+             if p.name in ("torch", "tensorflow", "tensorflow-gpu", "tf-nightly", "jax", "jaxlib")
+             and not p.cpu_only and (p.cuda or p.cudnn)]
+    headers = {c.version for c in facts.cudnn if c.source == "header" and c.version}
+    libraries = {c.version for c in facts.cudnn if c.source == "library" and c.version and len(vtuple(c.version)) >= 2}
+    judged = False
+    if len(headers) == 1 and len(libraries) == 1 and major_minor(next(iter(headers))) != \
+            major_minor(next(iter(libraries))):
+        judged = True
+        h, lib = next(iter(headers)), next(iter(libraries))
+        yield finding("cudnn.version_mismatch", "warn",
+                      f"The cuDNN header says {h} but the library is {lib}",
+                      "Two cuDNN installations are mixed: code compiled against the header calls into a library "
+                      "of another version (link errors, 'cuDNN version mismatch' at run time).",
+                      [Evidence("cudnn", f"{c.version} ({c.location})", c.source) for c in facts.cudnn
+                       if c.source in ("header", "library")],
+                      fix="Remove one of the two cuDNN installations (or point the include path and the library "
+                          "path at the same one).")
+    for env, p in pairs:
+        built, rule = _built_cudnn(m, p)
+        if not built:
+            continue
+        loaded, src = _loaded_cudnn(facts, env, p)
         if not loaded:
-            continue  # cudnn.missing says it
-        evidence = [Evidence("python_envs.packages", f"{label(p)} built with cuDNN {p.cudnn}"),
+            continue  # cudnn.missing says whether one is needed and absent
+        judged = True
+        need = "exactly " + ".".join(str(x) for x in vtuple(built)[:2]) if rule == "tf1" else f"≥ {built}"
+        evidence = [Evidence("python_envs.packages", f"{label(p)} needs cuDNN {need}", env.executable),
                     Evidence("cudnn", f"{loaded} ({src})")]
-        built, have = vtuple(p.cudnn), vtuple(loaded)
-        if have[:1] != built[:1] or have[: len(built)] < built:
-            yield finding("cudnn.version_mismatch", "fail",
-                          f"{label(p)} was built with cuDNN {p.cudnn} but will load cuDNN {loaded}",
-                          f"TensorFlow refuses a different major or an older release: 'Loaded runtime CuDNN library: "
-                          f"{loaded} but source was compiled with: {p.cudnn}'.", evidence,
-                          fix=f"Install the cuDNN {built[0]}.x the build expects (pip install 'tensorflow[and-cuda]=="
-                              f"{p.version}' pins it).")
-        else:
-            yield ok("cudnn.version_mismatch", f"{label(p)} (cuDNN {p.cudnn}) gets cuDNN {loaded}", *evidence)
+        if rule == "jax":
+            evidence += row_evidence([r for r in m.rows("jax", "jax") if r.get("version") == p.version][:1], "jax")
+        if _cudnn_ok(rule, vtuple(built), vtuple(loaded)):
+            yield ok("cudnn.version_mismatch", f"{label(p)} (cuDNN {need}) gets cuDNN {loaded}", *evidence)
+            continue
+        says = {
+            "torch": f"torch raises 'cuDNN version incompatibility: PyTorch was compiled against {built} but found "
+                     f"runtime version {loaded}' (torch/backends/cudnn/__init__.py: same major, runtime minor ≥ "
+                     "build minor).",
+            "tf": f"TensorFlow refuses it: 'Loaded runtime CuDNN library: {loaded} but source was compiled with: "
+                  f"{built}'.",
+            "tf1": f"TensorFlow 1.x loads only cuDNN {need.split()[-1]}: 'Loaded runtime CuDNN library: {loaded} but "
+                   f"source was compiled with: {built}'.",
+            "jax": f"JAX {p.version} requires cuDNN ≥ {built} and fails at start-up with 'Loaded runtime CuDNN "
+                   f"library: {loaded} but source was compiled with …'.",
+        }[rule]
+        title = (f"{label(p)} needs cuDNN {need} but will load cuDNN {loaded}" if rule == "jax" else
+                 f"{label(p)} was built with cuDNN {built} but will load cuDNN {loaded}")
+        yield finding("cudnn.version_mismatch", "fail", title, says, evidence,
+                      fix=(f"Install the cuDNN {vtuple(built)[0]}.x the build expects (pip install "
+                           f"nvidia-cudnn-cu{vtuple(p.cuda)[0]}), or remove the other cuDNN from LD_LIBRARY_PATH.")
+                      if p.cuda and vtuple(p.cuda)[0] >= 11 else
+                      f"Install cuDNN {'.'.join(str(x) for x in vtuple(built)[:2])} for CUDA {p.cuda or '?'} "
+                      "(NVIDIA's cuDNN archive; no pip wheel exists for it), or remove the other cuDNN from "
+                      "LD_LIBRARY_PATH.")
+    if not judged:
+        if not pairs:
+            raise NotApplicable("no framework build here needs a particular cuDNN")
+        raise Skip("the cuDNN a framework needs or loads is unknown")
 
 
 @check("cudnn.cuda_mismatch", "cuDNN", "Each system cuDNN supports the installed CUDA toolkit.", static=True)
@@ -465,18 +615,42 @@ def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                               fix="Install the cuDNN build for this CUDA (e.g. libcudnn9-cuda-12 for CUDA 12).")
 
 
-SHADOWABLE = {"libcudnn": "nvidia-cudnn-cu", "libcublas": "nvidia-cublas-cu"}
+SHADOWABLE = {"libcudnn": "nvidia-cudnn", "libcublas": "nvidia-cublas"}
+# CUDA 12 wheels are named nvidia-cudnn-cu12 / nvidia-cublas-cu12; the CUDA 13 ones nvidia-cudnn-cu13 / nvidia-cublas.
+_WHEEL = re.compile(r"^(nvidia-cudnn|nvidia-cublas)(?:-cu\d+)?$")
+
+
+def _older_toolkit_on_ld_path(facts: Facts, env: PythonEnv, ld_dirs: list[str]) -> str | None:
+    """A system toolkit's library directory on LD_LIBRARY_PATH whose CUDA is older than (same major as) the torch
+    wheel's: the transitive libraries (nvJitLink) resolve there first."""
+    torch = next((p for p in env.packages if p.name == "torch" and p.cuda and not p.cpu_only), None)
+    if not torch or not any(p.name.startswith("nvidia-") for p in env.packages):
+        return None
+    for d in ld_dirs:
+        for t in facts.toolkits:
+            if t.source == "pip" or not t.version or not (d == t.root or d.startswith(t.root.rstrip("/") + "/")):
+                continue
+            tv, cv = vtuple(t.version), vtuple(torch.cuda)
+            if tv[:1] == cv[:1] and tv[:2] < cv[:2]:
+                return f"{d} (CUDA {major_minor(t.version)}, older than torch's CUDA {torch.cuda})"
+    return None
+
+
+def _rpath_wins(env: PythonEnv) -> bool:
+    """torch's CUDA wheels find their nvidia-* wheels through DT_RPATH, which the loader searches before
+    LD_LIBRARY_PATH: a directory there cannot shadow them."""
+    return any(p.name == "torch" and p.cuda and not p.cpu_only for p in env.packages)
 
 
 @check("framework.libs_shadowed", "Python & frameworks",
        "The cuDNN/cuBLAS that a framework's nvidia-* wheels ship are the ones it loads.", static=True)
 def libs_shadowed(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    envs = [e for e in facts.python_envs if any(p.name.startswith(tuple(SHADOWABLE.values())) for p in e.packages)]
+    envs = [e for e in facts.python_envs if any(_WHEEL.match(p.name) for p in e.packages)]
     if not envs:
         raise NotApplicable("no nvidia-cudnn/cublas wheels in the checked environments")
     ld_dirs = [d.rstrip("/") for d in (facts.env.get("LD_LIBRARY_PATH") or "").split(":") if d]
     for env in envs:
-        wheels = {prefix: next((p for p in env.packages if p.name.startswith(w)), None)
+        wheels = {prefix: next((p for p in env.packages if (_WHEEL.match(p.name) or [None, ""])[1] == w), None)
                   for prefix, w in SHADOWABLE.items()}
         problems: list[tuple[str, str, str]] = []  # (library, path, how we know)
         loaded = [lib for p in env.packages for lib in (p.loaded_libraries or [])]
@@ -486,11 +660,26 @@ def libs_shadowed(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 if wheel and name.startswith(prefix + ".") and "/nvidia/" not in lib:
                     problems.append((prefix, lib, "loaded by the framework (--deep)"))
         ref = facts.loader.libcudnn
-        if ref and wheels["libcudnn"] and ref.path.rsplit("/", 1)[0] in ld_dirs:
+        if ref and wheels["libcudnn"] and ref.path.rsplit("/", 1)[0] in ld_dirs and not _rpath_wins(env):
             problems.append(("libcudnn", f"{ref.path} (cuDNN {ref.version or '?'})", "first on LD_LIBRARY_PATH"))
+        older = _older_toolkit_on_ld_path(facts, env, ld_dirs)
+        if older:
+            problems.append(("libnvJitLink", older, "an older CUDA of the same major on LD_LIBRARY_PATH"))
         evidence = [ev(facts, "env.LD_LIBRARY_PATH"), *[Evidence("python_envs.packages", f"{w.name} {w.version}")
                                                        for w in wheels.values() if w]]
-        if problems:
+        if problems and problems[0][0] == "libnvJitLink":
+            _lib, path, how = problems[0]
+            yield finding(
+                "framework.libs_shadowed", "warn",
+                f"LD_LIBRARY_PATH puts {path} before the CUDA libraries torch's wheels bring in {env.executable}",
+                "torch finds its direct libraries through DT_RPATH, but the libraries those load (libcusparse → "
+                "libnvJitLink, cuDNN's sub-libraries) are searched on LD_LIBRARY_PATH first. An older CUDA of the "
+                "same major there gives \"undefined symbol: __nvJitLinkAddData_12_x, version libnvJitLink.so.12\" or "
+                "'libcusparse.so.12: undefined symbol' at `import torch`.",
+                [*evidence, Evidence("library", path, how)],
+                fix="Remove that toolkit's lib64 from LD_LIBRARY_PATH for this environment (or unset LD_LIBRARY_PATH); "
+                    "the wheels need no LD_LIBRARY_PATH.")
+        elif problems:
             lib, path, how = problems[0]
             wheel = wheels[lib]
             yield finding(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from doctor.checks.common import driver_installed, ev, finding, gpu_present, ok, probed
+from doctor import beliefs
+from doctor.checks.common import ev, finding, frameworks, gpu_present, label, ok
 from doctor.facts import Facts
-from doctor.findings import Finding, FixStep
+from doctor.findings import Evidence, Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "Driver"
@@ -19,43 +20,52 @@ def _pci_list(facts: Facts) -> str:
 
 @check("driver.missing", AREA, "An NVIDIA driver is installed (user-space libraries or kernel module).")
 def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    d = facts.driver
-    if driver_installed(facts):
-        pkg = next((p for p in d.packages if p.name.startswith(("nvidia-driver", "cuda-drivers"))), None)
-        version = d.userspace or d.kernel_module or (f"package {pkg.name} {pkg.version or ''}".strip() if pkg
-                                                     else f"(CUDA driver API {d.cuda_driver_api})")
-        yield ok("driver.missing", f"NVIDIA driver {version} is installed",
-                 ev(facts, "driver.userspace"), ev(facts, "driver.kernel_module"))
+    b = beliefs.of(facts)
+    installed = b.userspace_installed
+    if installed.yes:
+        pkgs = beliefs.driver_packages(facts)
+        version = (b.driver_version.value or (f"package {pkgs[0]}" if pkgs else None)
+                   or (f"(CUDA driver API {b.driver_cuda.value})" if b.driver_cuda.value else "(version unknown)"))
+        yield ok("driver.missing", f"NVIDIA driver {version} is installed", *installed.evidence,
+                 detail=f"Evidence: {installed.why}.")
         return
     if facts.host.container:
         raise NotApplicable("inside a container the host provides the driver (see container.no_gpu_passthrough)")
-    if not probed(facts, "driver") and not facts.gpus:
-        raise Skip("the driver was not inspected (a recorded report that does not say)")
-    if facts.host.pci_nvidia_gpus == 0:
+    if installed.unknown:
+        raise Skip(installed.why)
+    evidence = list(installed.evidence)
+    if b.no_nvidia_gpu.yes and facts.host.pci_nvidia_gpus == 0:
+        cpu_stack = [p for _e, p in frameworks(facts) if p.cpu_only]
+        if cpu_stack and not b.gpu_expected.yes:
+            raise NotApplicable("no NVIDIA GPU on this machine, and it runs CPU builds only "
+                                f"({', '.join(label(p) for p in cpu_stack[:3])}): nothing here needs a driver")
         yield finding(
             "driver.missing", "fail", "No NVIDIA GPU is on this machine's PCI bus, and no NVIDIA driver is installed",
-            "The PCI bus lists no NVIDIA display or 3D controller. On a VM or cloud instance the GPU is not "
-            "attached (wrong instance type, or PCI passthrough not configured); on bare metal the card is not "
-            "seated or not powered. Installing a driver will not help until the GPU appears in `lspci`.",
-            [ev(facts, "host.pci_nvidia_gpus")],
+            "The PCI bus lists no NVIDIA display or 3D controller"
+            + (f", yet {b.gpu_expected.why}" if b.gpu_expected.yes else "") + ". On a VM or cloud "
+            "instance the GPU is not attached (wrong instance type, or PCI passthrough not configured); on bare "
+            "metal the card is not seated or not powered. Installing a driver will not help until the GPU appears "
+            "in `lspci`.",
+            [ev(facts, "host.pci_nvidia_gpus"), *evidence],
             fix="Attach a GPU to this machine (instance type / passthrough / card seating), then install a driver.",
         )
         return
-    if facts.host.pci_nvidia_gpus is None and not facts.gpus:
+    if b.gpu_on_bus.unknown:
         yield finding(
             "driver.missing", "fail", "No NVIDIA driver is installed",
-            "Neither NVIDIA's user-space libraries nor its kernel module were found. Whether a GPU is attached "
-            "is unknown here: the PCI bus could not be read.",
-            [ev(facts, "driver.userspace"), ev(facts, "driver.kernel_module"), ev(facts, "host.pci_nvidia_gpus")],
+            f"{installed.why[0].upper()}{installed.why[1:]}. Whether a GPU is attached is unknown here: "
+            + ("the PCI bus could not be read." if beliefs.live_probed(facts, "driver") else
+               "the report does not say."),
+            [*evidence, ev(facts, "host.pci_nvidia_gpus")],
             fix="Check `lspci -nn | grep -i nvidia` for the GPU, then install the NVIDIA driver "
                 "(`gpu-doctor fix` writes the commands).",
         )
         return
-    where = f" at {_pci_list(facts)}" if facts.gpus else ""
+    where = f" at {_pci_list(facts)}" if _pci_list(facts) else ""
     yield finding(
         "driver.missing", "fail", f"An NVIDIA GPU is present{where} but no NVIDIA driver is installed",
-        "Neither NVIDIA's user-space libraries (libcuda, libnvidia-ml) nor its kernel module were found.",
-        [ev(facts, "host.pci_nvidia_gpus"), ev(facts, "driver.userspace"), ev(facts, "driver.kernel_module")],
+        f"{installed.why[0].upper()}{installed.why[1:]}.",
+        [ev(facts, "host.pci_nvidia_gpus"), *evidence],
         fix="Install the NVIDIA driver for this distribution (`gpu-doctor fix` writes the commands).",
     )
 
@@ -63,18 +73,18 @@ def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
 @check("driver.not_loaded", AREA, "The NVIDIA kernel module is loaded and answers.")
 def driver_not_loaded(facts: Facts, ctx: Context) -> Iterator[Finding]:
     d = facts.driver
-    if not driver_installed(facts):
+    b = beliefs.of(facts)
+    if b.userspace_installed.no:
         raise NotApplicable("no NVIDIA driver installed (see driver.missing)")
     if d.nvml_error and "mismatch" in d.nvml_error.lower():
         raise NotApplicable("the module is loaded but mismatched (see driver.module_userspace_mismatch)")
-    loaded = d.module_loaded if d.module_loaded is not None else (bool(d.kernel_module) or None)
-    nvml_not_loaded = bool(d.nvml_error and "not loaded" in d.nvml_error.lower())
-    if loaded and not nvml_not_loaded:
+    loaded = b.module_loaded
+    if loaded.yes:
         yield ok("driver.not_loaded", f"NVIDIA kernel module {d.kernel_module or ''} is loaded".replace("  ", " "),
-                 ev(facts, "driver.kernel_module"), ev(facts, "driver.module_loaded"))
+                 *loaded.evidence, detail=f"Evidence: {loaded.why}.")
         return
-    if loaded is None and not nvml_not_loaded and d.cuda_init_error is None:
-        raise Skip("whether the kernel module is loaded is unknown (no /proc/modules and no answer from NVML)")
+    if loaded.unknown:
+        raise Skip(loaded.why)
     reasons = []
     if facts.host.pci_nvidia_gpus == 0:
         reasons.append("there is no NVIDIA GPU on the PCI bus, and the module does not load without one "
@@ -90,14 +100,16 @@ def driver_not_loaded(facts: Facts, ctx: Context) -> Iterator[Finding]:
         reasons.append("inside a container the module is the host's: the host has no loaded nvidia module")
     cause = ("Likely cause: " + "; ".join(reasons) + ".") if reasons else \
         "No cause is visible from here: `sudo modprobe nvidia` and then `sudo dmesg | grep -i nvrm` show why it fails."
-    version = d.userspace or d.kernel_module or "(version unknown)"
-    evidence = [ev(facts, "driver.userspace"), ev(facts, "driver.module_loaded"), ev(facts, "driver.nvml_error"),
-                ev(facts, "driver.cuda_init_error"), ev(facts, "driver.cuda_driver_api"),
+    version = b.driver_version.value or "(version unknown)"
+    evidence = [*loaded.evidence, ev(facts, "driver.userspace"), ev(facts, "driver.cuda_driver_api"),
                 ev(facts, "host.pci_nvidia_gpus")]
+    said = [f"NVML answers {d.nvml_error!r}" if d.nvml_error else None,
+            f"cuInit answers {d.cuda_init_error!r}" if d.cuda_init_error else None]
+    said_text = " and ".join(s for s in said if s) or loaded.why[0].upper() + loaded.why[1:]
     yield finding(
         "driver.not_loaded", "fail",
         f"NVIDIA driver {version} is installed but its kernel module is not loaded",
-        f"NVML answers {d.nvml_error!r} and cuInit answers {d.cuda_init_error!r}: nothing can use a GPU. " + cause,
+        f"{said_text}: nothing can use a GPU. " + cause,
         evidence,
         **_not_loaded_fix(facts),
     )
@@ -160,7 +172,7 @@ def module_missing_for_kernel(facts: Facts, ctx: Context) -> Iterator[Finding]:
     d = facts.driver
     if facts.host.container:
         raise NotApplicable("the kernel and its modules belong to the container's host")
-    if not driver_installed(facts):
+    if beliefs.of(facts).userspace_installed.no:
         raise NotApplicable("no NVIDIA driver installed")
     if d.module_for_running_kernel is None and d.module_for_next_boot_kernel is None:
         raise Skip("the module trees under /lib/modules for these kernels are not readable here")
@@ -239,19 +251,21 @@ def secureboot_blocks(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not d.secure_boot:
         yield ok("secureboot.blocks_module", "Secure Boot is off", ev(facts, "driver.secure_boot"))
         return
-    if d.module_loaded or not driver_installed(facts):
+    b = beliefs.of(facts)
+    # The same belief as driver.not_loaded: a GPU enumerated or a module version proves a loaded module.
+    if b.module_loaded.yes or b.userspace_installed.no:
         yield ok("secureboot.blocks_module", "Secure Boot is on and the nvidia module is signed and loaded"
-                 if d.module_loaded else "Secure Boot is on (no NVIDIA driver installed yet)",
-                 ev(facts, "driver.secure_boot"), ev(facts, "driver.module_loaded"))
+                 if b.module_loaded.yes else "Secure Boot is on (no NVIDIA driver installed yet)",
+                 ev(facts, "driver.secure_boot"), *b.module_loaded.evidence)
         return
-    if d.module_loaded is None:
+    if b.module_loaded.unknown:
         raise Skip("Secure Boot is on, but whether the module is loaded is unknown")
     yield finding(
         "secureboot.blocks_module", "fail",
         "Secure Boot is on and the nvidia module is not loaded: an unsigned module is refused",
         "With Secure Boot the kernel loads only modules signed by an enrolled key. DKMS signs the module with "
         "its machine owner key (MOK), which must be enrolled once at the next boot's blue MOK manager screen.",
-        [ev(facts, "driver.secure_boot"), ev(facts, "driver.module_loaded")],
+        [ev(facts, "driver.secure_boot"), *b.module_loaded.evidence],
         fix="Enroll the DKMS signing key, reboot and confirm the enrollment at the console (or sign the module "
             "with your own key, or turn Secure Boot off in the firmware).",
         steps=[FixStep(["mokutil", "--import", "/var/lib/dkms/mok.pub"], root=True,
@@ -260,7 +274,93 @@ def secureboot_blocks(facts: Facts, ctx: Context) -> Iterator[Finding]:
     )
 
 
+@check("loader.libcuda_stub", AREA, "The dynamic loader resolves the driver's libcuda, not the toolkit's stub.")
+def libcuda_stub(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    b = beliefs.of(facts)
+    kind = b.libcuda.value
+    if kind is None:
+        raise Skip(b.libcuda.why)
+    if kind == "absent":
+        raise NotApplicable("the loader finds no libcuda at all (see driver.missing)")
+    lib = facts.loader.libcuda
+    evidence = [ev(facts, "loader.libcuda", lib.path if lib else None), ev(facts, "env.LD_LIBRARY_PATH")]
+    if kind != "stub":
+        yield ok("loader.libcuda_stub", f"The loader resolves libcuda from {lib.path if lib else '?'}", *evidence)
+        return
+    yield finding(
+        "loader.libcuda_stub", "fail",
+        f"The loader resolves the CUDA toolkit's stub libcuda ({lib.path if lib else '?'}), not the driver's",
+        "The toolkit ships lib64/stubs/libcuda.so only for linking; at run time every CUDA call through it fails "
+        "with CUDA_ERROR_STUB_LIBRARY (34) 'CUDA driver is a stub library', and frameworks see no GPU. The stubs "
+        "directory is on LD_LIBRARY_PATH or in the ld.so configuration (often copied from a build Dockerfile).",
+        evidence,
+        fix="Remove the toolkit's stubs directory from LD_LIBRARY_PATH and from /etc/ld.so.conf.d (then "
+            "`sudo ldconfig`); link against it only at build time (-L…/lib64/stubs).",
+    )
+
+
+@check("driver.forward_compat", AREA,
+       "A forward-compatibility libcuda (cuda-compat) in use fits the GPU and the kernel driver branch.")
+def forward_compat(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    from doctor.matrix import Matrix, branch, current
+
+    b = beliefs.of(facts)
+    kind = b.libcuda.value
+    if kind is None:
+        raise Skip(b.libcuda.why)
+    if kind not in ("compat", "newer_than_module"):
+        raise NotApplicable("the loader resolves the driver's own libcuda (no forward compatibility in use)")
+    m = ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+    lib = facts.loader.libcuda
+    module = facts.driver.kernel_module
+    evidence = [ev(facts, "loader.libcuda", f"{lib.path} {lib.version or ''}".strip() if lib else None),
+                ev(facts, "driver.kernel_module")]
+    gpus = beliefs.listed_gpus(facts)
+    rows = [m.gpu(g.name) for g in gpus]
+    policy = m.table("cuda", "forward_compat_policy")
+    segments = policy.get("segments", [])
+    wrong = [g.name for g, r in zip(gpus, rows, strict=False)
+             if r and r.get("segment") and r["segment"] not in segments]
+    user = f"{lib.path}" if lib else "a cuda-compat libcuda"
+    if wrong:
+        yield finding(
+            "driver.forward_compat", "fail",
+            f"Forward compatibility ({user}) is in use on {', '.join(sorted(set(wrong)))}, which it does not support",
+            "NVIDIA's forward compatibility works only on data-center GPUs (and select NGC-ready RTX SKUs and "
+            "Jetson); on GeForce and most workstation GPUs every CUDA program fails with "
+            "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804) 'forward compatibility was attempted on non "
+            f"supported HW'. {policy.get('source', '')}",
+            [*evidence, Evidence("gpus", wrong, gpus[0].source if gpus else None)],
+            fix="Remove the cuda-compat directory from LD_LIBRARY_PATH / ld.so.conf (or uninstall the cuda-compat "
+                "package) and upgrade the driver itself to one that runs this CUDA natively.",
+        )
+        return
+    if module and lib and lib.version:
+        cuda_row = m.newest_cuda_for_driver(lib.version)
+        fwd = m.forward_compat_rows(cuda_row["version"]) if cuda_row else []
+        branches = sorted({str(x) for r in fwd for x in r.get("driver_branches", [])}, key=int)
+        if fwd and str(branch(module)) not in branches:
+            yield finding(
+                "driver.forward_compat", "fail",
+                f"The cuda-compat libcuda {lib.version} does not support the loaded kernel driver {module} "
+                f"(branch {branch(module)})",
+                "A forward-compatibility libcuda works only on top of the kernel-driver branches NVIDIA lists for it; "
+                f"for CUDA {cuda_row['version'] if cuda_row else '?'} those are "
+                f"{', '.join('R' + x for x in branches)}. "
+                "Otherwise CUDA fails with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803) and the kernel log says "
+                "'kernel version … does not match DSO version'.",
+                [*evidence, Evidence("compat:driver_branches", branches, fwd[0].get("source"))],
+                fix=f"Use a cuda-compat package made for branch {branch(module)}, or install a driver of a listed "
+                    "branch, or drop forward compatibility and upgrade the driver.",
+            )
+            return
+    if not gpus or not all(rows):
+        raise Skip("forward compatibility is in use, but the GPUs (or their segment) are unknown")
+    yield ok("driver.forward_compat", f"Forward compatibility ({user}) on a supported data-center GPU and driver "
+             "branch", *evidence)
+
+
 CHECKS = [driver_missing, driver_not_loaded, module_userspace_mismatch, module_missing_for_kernel,
-          nouveau_active, secureboot_blocks]
+          nouveau_active, secureboot_blocks, libcuda_stub, forward_compat]
 
 __all__ = ["CHECKS", "gpu_present"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from doctor import beliefs
 from doctor.checks.common import driver_installed, ev, finding, frameworks, gpu_present, label, ok, probed
 from doctor.facts import Facts, Gpu
 from doctor.findings import Evidence, Finding, FixStep
@@ -13,6 +14,8 @@ from doctor.registry import Context, NotApplicable, Skip, check
 PYTORCH_INSTALL = "https://pytorch.org/get-started/locally/"
 CONDA_VIRTUAL = "https://docs.conda.io/projects/conda/en/latest/user-guide/tasks/manage-virtual.html"
 NVML_UNKNOWN_NOTICE = "https://github.com/NVIDIA/nvidia-docker/issues/1730"
+DUPLICATE_SOURCE = ("(https://github.com/pytorch/pytorch/blob/main/torch/cuda/__init__.py; CUDA's rules: "
+                    "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html)")
 
 
 @check("framework.cpu_only_build", "Python & frameworks", "The ML frameworks installed are GPU builds.", static=True)
@@ -128,9 +131,24 @@ def cuda_visible_devices(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise Skip("the GPU list is unknown, so the indices cannot be checked")
     uuids = [g.uuid for g in gpus if g.uuid] + [m.uuid for g in gpus for m in g.mig_devices if m.uuid]
     tokens = _visible_tokens(value)
+    seen: list[str] = []
     for pos, tok in enumerate(tokens):
         valid = (tok.isdigit() and int(tok) < len(gpus)) or (
             re.match(r"^(GPU|MIG)-", tok) is not None and any(u.startswith(tok) for u in uuids))
+        canonical = str(int(tok)) if tok.isdigit() else tok
+        if valid and canonical in seen:
+            yield finding(
+                "env.cuda_visible_devices", "fail",
+                f"CUDA_VISIBLE_DEVICES={value} names GPU {tok} twice: no GPU is visible to PyTorch",
+                "A repeated entry makes the whole list invalid for PyTorch, whose parser follows the CUDA "
+                "driver's: torch.cuda.device_count() is 0 and is_available() is False (torch/cuda/__init__.py "
+                "_parse_visible_devices; its test says 'Double mention of ordinal returns empty set'). NVIDIA's "
+                f"documentation does not define a repeated index for the driver itself. {DUPLICATE_SOURCE}",
+                [*evidence, Evidence("gpus", [f"{g.index}: {g.uuid}" for g in gpus], gpus[0].source)],
+                fix=f"List each GPU once, e.g. CUDA_VISIBLE_DEVICES={','.join(dict.fromkeys([*seen, canonical]))}.",
+            )
+            return
+        seen.append(canonical)
         if not valid:
             kept = tokens[:pos]
             yield finding(
@@ -138,7 +156,7 @@ def cuda_visible_devices(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 f"CUDA_VISIBLE_DEVICES={value} names {tok!r}, which is not one of the {len(gpus)} GPU(s) here",
                 "CUDA reads the list up to the first entry it cannot match and ignores the rest, so programs see "
                 + (f"only {', '.join(kept)}." if kept else "no GPU at all."),
-                [*evidence, Evidence("gpus", [f"{g.index}: {g.uuid}" for g in gpus], "nvml")],
+                [*evidence, Evidence("gpus", [f"{g.index}: {g.uuid}" for g in gpus], gpus[0].source)],
                 fix=f"Use indices 0–{len(gpus) - 1} or the UUIDs from `nvidia-smi -L`.",
             )
             return
@@ -237,15 +255,28 @@ def no_gpu_passthrough(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 "NVIDIA's notice), or use the cgroupfs cgroup driver for Docker.",
         )
         return
-    if nodes and libs and not libs.stub:
-        yield ok("container.no_gpu_passthrough", f"{len(nodes)} GPU device node(s) and the driver library "
-                 f"{libs.version or ''} are inside the container".replace("  ", " "), *evidence)
+    b = beliefs.of(facts)
+    # NVML or libcuda answering proves the driver library is inside, whatever the loader probe said.
+    answered = bool(beliefs.listed_gpus(facts) or facts.driver.cuda_driver_api
+                    or (facts.driver.userspace and "nvml" in (facts.sources.get("driver.userspace") or "")))
+    has_lib: bool | None = True if (libs and not libs.stub) or answered else (
+        False if (libs and libs.stub) or b.libcuda.value == "absent" else None)
+    if beliefs.listed_gpus(facts) or (nodes and has_lib):
+        shown = f"{len(nodes)} GPU device node(s)" if nodes else f"{len(beliefs.listed_gpus(facts))} GPU(s) listed"
+        yield ok("container.no_gpu_passthrough", f"{shown} and the driver library "
+                 f"{(libs.version if libs else None) or facts.driver.userspace or ''} are inside the container"
+                 .replace("  ", " "), *evidence)
         return
+    if nodes and has_lib is None:
+        raise Skip("the device nodes are here, but whether the driver library was injected is unknown "
+                   "(the loader was not inspected)")
     missing = []
     if not nodes:
         missing.append("no /dev/nvidiaN device node")
-    if not libs or libs.stub:
+    if has_lib is False:
         missing.append("no driver library libcuda.so.1" + (" (only the toolkit's stub)" if libs else ""))
+    if not missing:
+        raise Skip("whether the GPU was passed in is unknown")
     flag = {"docker": "docker run --gpus all …", "podman": "podman run --device nvidia.com/gpu=all …",
             "kubernetes": "resources.limits: nvidia.com/gpu: 1 in the pod spec"}.get(kind, "--gpus all")
     yield finding(
@@ -323,9 +354,10 @@ def _toolkit_steps(engines: list[str], install: bool) -> list[FixStep]:
 def wsl_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not facts.host.wsl:
         raise NotApplicable("not WSL")
-    if not probed(facts, "loader"):
-        raise Skip("the dynamic loader's libcuda was not inspected (a recorded report that does not say)")
     lib = facts.loader.libcuda
+    # A libcuda path that is known is evidence even when the loader was not fully probed.
+    if not probed(facts, "loader") and lib is None:
+        raise Skip("the dynamic loader's libcuda was not inspected (a recorded report that does not say)")
     linux_driver = [p.name for p in facts.driver.packages if re.match(r"(nvidia-driver|cuda-drivers|libnvidia-compute)",
                                                                        p.name)]
     evidence = [ev(facts, "loader.libcuda"), Evidence("driver.packages", linux_driver, "dpkg")]
@@ -350,5 +382,71 @@ def wsl_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
         yield ok("wsl.driver", "WSL2 uses the Windows driver's libcuda from /usr/lib/wsl/lib", *evidence)
 
 
-FRAMEWORK_CHECKS = [cpu_only_build]
+@check("framework.cuda_unavailable", "Python & frameworks",
+       "Each CUDA build of a framework sees the GPU (torch.cuda.is_available() / its device list).")
+def cuda_unavailable(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    from doctor.matrix import Matrix, driver_runs_cuda
+
+    asked = [(exe, p) for exe, p in frameworks(facts) if p.deep and p.deep.is_available is not None]
+    if not asked:
+        raise NotApplicable("no framework was asked whether it sees a GPU (only with --deep, or from a "
+                            "collect_env report)")
+    b = beliefs.of(facts)
+    for exe, p in asked:
+        deep = p.deep
+        assert deep is not None
+        evidence = [Evidence("python_envs.packages.deep.is_available", deep.is_available, exe)]
+        if deep.error:
+            evidence.append(Evidence("python_envs.packages.deep.error", deep.error, exe))
+        if deep.is_available:
+            count = f" ({deep.device_count} device(s))" if deep.device_count else ""
+            yield ok("framework.cuda_unavailable", f"{label(p)} sees the GPU{count}", *evidence)
+            continue
+        if p.cpu_only:
+            continue  # framework.cpu_only_build says why
+        causes = []
+        if b.no_nvidia_gpu.yes:
+            causes.append("there is no NVIDIA GPU on this machine")
+        if b.userspace_installed.no:
+            causes.append("no NVIDIA driver is installed (see driver.missing)")
+        elif b.module_loaded.no:
+            causes.append("the NVIDIA kernel module is not loaded (see driver.not_loaded)")
+        drv = b.driver_version.value
+        m = ctx.matrix
+        if p.cuda and isinstance(m, Matrix) and (drv or b.driver_cuda.value):
+            v = driver_runs_cuda(m, drv, p.cuda if "." in p.cuda else f"{p.cuda}.0",
+                                 driver_api=b.driver_cuda.value, windows=bool(facts.host.wsl))
+            if not v.ok and v.rule != "unknown":
+                causes.append(f"the driver is too old for its CUDA {p.cuda}: {v.explanation} "
+                              "(see framework.cuda_newer_than_driver)")
+        visible = facts.env.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None and visible.strip() in ("", "-1", "none", "void", "NoDevFiles"):
+            causes.append(f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU")
+        if facts.host.container and not [n for n in facts.driver.device_nodes if re.search(r"/nvidia\d+$", n)]:
+            causes.append("the container has no GPU passed in (see container.no_gpu_passthrough)")
+        if b.libcuda.value == "stub":
+            causes.append("the loader resolves the toolkit's stub libcuda (see loader.libcuda_stub)")
+        said = f" It said: {deep.error!r}." if deep.error else ""
+        if causes:
+            yield finding(
+                "framework.cuda_unavailable", "warn",
+                f"{label(p)} is a CUDA build but sees no GPU: {causes[0]}",
+                f"{label(p)} in {exe} answered that CUDA is not available." + said + " Causes found: "
+                + "; ".join(causes) + ".", evidence,
+                fix="Fix the cause named above; then `python -c 'import torch; print(torch.cuda.is_available())'` "
+                    "says True.")
+            continue
+        yield finding(
+            "framework.cuda_unavailable", "fail",
+            f"{label(p)} is a CUDA build but sees no GPU, and no cause is visible from these facts",
+            f"{label(p)} in {exe} answered that CUDA is not available." + said + " The driver, the GPU list and "
+            "the framework's CUDA version do not explain it. Common causes: the process cannot open /dev/nvidia* "
+            "(permissions, a container or cgroup rule), a GPU in a bad state (Xid errors; `nvidia-smi -q`), "
+            "CUDA_VISIBLE_DEVICES set in the job's own environment, or a second libcuda earlier on the loader path.",
+            evidence,
+            fix="Run `gpu-doctor check --deep -v` in the same environment as the failing program, and "
+                "`python -c 'import torch; torch.cuda.init()'` to see CUDA's own error.")
+
+
+FRAMEWORK_CHECKS = [cpu_only_build, cuda_unavailable]
 ENV_CHECKS = [cuda_visible_devices, device_order, container_toolkit_missing, no_gpu_passthrough, wsl_driver]

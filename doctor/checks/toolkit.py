@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok, probed
 from doctor.facts import Facts, PyPackage
 from doctor.findings import Evidence, Finding, FixStep
@@ -29,9 +30,79 @@ def _system_toolkits(facts: Facts) -> list:
     return [t for t in facts.toolkits if t.source != "pip"]
 
 
+def runtime_soname(cuda: str | None) -> str | None:
+    """The libcudart soname a prebuilt binary for this CUDA asks the loader for: the major.minor up to
+    CUDA 10.x (libcudart.so.10.1), the major from 11.x on (libcudart.so.11.0, libcudart.so.12)."""
+    mm = major_minor(cuda)
+    if not mm:
+        return None
+    if mm[0] <= 10:
+        return f"libcudart.so.{mm[0]}.{mm[1] if len(mm) > 1 else 0}"
+    return "libcudart.so.11.0" if mm[0] == 11 else f"libcudart.so.{mm[0]}"
+
+
+def _soname_matches(lib_version: str | None, want: str) -> bool:
+    have = major_minor(lib_version)
+    need = major_minor(want.split("libcudart.so.", 1)[1])
+    if not have or not need:
+        return False
+    return have[:1] == need[:1] if need[0] >= 11 else have[:2] == need[:2]
+
+
+def _needy(facts: Facts) -> list[PyPackage]:
+    out = []
+    for env in facts.python_envs:
+        names = {p.name for p in env.packages}
+        out += [p for p in env.packages if p.name in ("torch", "tensorflow", "tf-nightly", "jax", "jaxlib")
+                and not _bundles_runtime(p, names)]
+    return out
+
+
 @check("toolkit.missing", AREA, "A CUDA toolkit is installed where something needs one.", static=True)
 def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     system = _system_toolkits(facts)
+    needy = _needy(facts)
+    b = beliefs.of(facts)
+    if b.no_nvidia_gpu.yes and not b.gpu_expected.yes and not ctx.options.get("static"):
+        raise NotApplicable("no NVIDIA GPU here, and nothing here needs CUDA")
+    # A prebuilt framework that does not bundle CUDA dlopens an exact runtime soname: the loader must find it.
+    # nvcc on PATH does not help it.
+    loader_known = probed(facts, "loader")
+    cudart = facts.loader.libcudart
+    for p in needy:
+        want = runtime_soname(p.cuda)
+        if not want or not loader_known or (not system and cudart is None):
+            continue  # with no toolkit and no runtime at all, the plain "no toolkit" finding below says it
+        evidence = [Evidence("python_envs.packages", f"{label(p)} built for CUDA {p.cuda}"),
+                    ev(facts, "loader.libcudart", f"{cudart.path} ({cudart.version})" if cudart else None),
+                    ev(facts, "env.LD_LIBRARY_PATH")]
+        if cudart and _soname_matches(cudart.version, want):
+            continue
+        have = [t for t in system if t.version and _soname_matches(t.version, want)]
+        where = (f"CUDA {have[0].version} is installed at {have[0].root} but its lib64 is neither on "
+                 "LD_LIBRARY_PATH nor in the ld.so configuration" if have else
+                 f"no CUDA {p.cuda} runtime is installed" + (f" (the toolkit(s) here: "
+                 f"{', '.join(str(t.version) for t in system)})" if system else ""))
+        if cudart is None or not have:
+            yield finding(
+                "toolkit.missing", "fail", f"{label(p)} needs {want}, and the dynamic loader cannot find it",
+                f"This build does not bring its own CUDA runtime: it loads {want} at run time, and {where}. "
+                f"It falls back to the CPU or fails with 'Could not load dynamic library {want}'.",
+                evidence,
+                fix=(f"export LD_LIBRARY_PATH={have[0].root}/lib64:$LD_LIBRARY_PATH (or add it to "
+                     "/etc/ld.so.conf.d and run ldconfig)") if have else
+                    f"Install the CUDA {p.cuda} runtime (toolkit or the nvidia-cuda-runtime wheel of that CUDA), or "
+                    "install the framework with its CUDA extra (`pip install 'tensorflow[and-cuda]'`).",
+            )
+        else:
+            yield finding(
+                "toolkit.missing", "warn",
+                f"{label(p)} needs {want}; the loader's first libcudart is {cudart.path} (CUDA {cudart.version})",
+                f"Whether {want} is also found is not certain from here; {where}.",
+                evidence,
+                fix=f"Make sure a CUDA {p.cuda} runtime's lib64 is on LD_LIBRARY_PATH or in the ld.so configuration.",
+            )
+        return
     if system:
         shown = ", ".join(f"{t.version or '?'} at {t.root}" for t in system)
         yield ok("toolkit.missing", f"CUDA toolkit found: {shown}",
@@ -39,11 +110,6 @@ def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         return
     if not probed(facts, "toolkits"):
         raise Skip("the CUDA toolkits were not inspected (a recorded report that does not say)")
-    needy = []
-    for env in facts.python_envs:
-        names = {p.name for p in env.packages}
-        needy += [p for p in env.packages if p.name in ("torch", "tensorflow", "tf-nightly", "jax", "jaxlib")
-                  and not _bundles_runtime(p, names)]
     fw = frameworks(facts)
     if needy:
         who = ", ".join(label(p) for p in needy)
@@ -59,11 +125,41 @@ def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         why = ("every framework here brings its own CUDA runtime: " + ", ".join(label(p) for _e, p in fw)) if fw \
             else "nothing here needs one yet; you need it to compile CUDA code (nvcc, extensions)"
         yield finding(
-            "toolkit.missing", "warn", "No CUDA toolkit is installed",
+            "toolkit.missing", "warn" if fw or b.gpu_expected.yes else "info", "No CUDA toolkit is installed",
             f"Not a problem for running code: {why}. Building CUDA extensions (e.g. flash-attn, "
             "torch.utils.cpp_extension) needs nvcc.",
             [Evidence("toolkits", [])],
             fix="Install a CUDA toolkit only if you compile CUDA code (`gpu-doctor fix` picks the version).",
+        )
+
+
+@check("toolkit.cuda_home_invalid", AREA, "CUDA_HOME / CUDA_PATH, when set, point at a CUDA toolkit.", static=True)
+def cuda_home_invalid(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    set_vars = [v for v in ("CUDA_HOME", "CUDA_PATH") if facts.env.get(v)]
+    if not set_vars:
+        if "CUDA_HOME" not in facts.env:
+            raise Skip("the environment variables were not recorded")
+        raise NotApplicable("neither CUDA_HOME nor CUDA_PATH is set")
+    if not beliefs.live_probed(facts, "toolkits"):
+        raise Skip("the toolkit directories were not inspected here (a recorded report)")
+    for var in set_vars:
+        home = facts.env[var] or ""
+        tk = next((t for t in facts.toolkits if t.source == f"env:{var}"), None)
+        real = next((t for t in facts.toolkits if t.root.rstrip("/") == home.rstrip("/")), None)
+        evidence = [ev(facts, f"env.{var}", home, "env")]
+        if tk or real:
+            t = tk or real
+            yield ok("toolkit.cuda_home_invalid", f"{var}={home} is CUDA {t.version if t else '?'}", *evidence)
+            continue
+        missing = any(e.probe == "toolkits" and var in e.reason and "does not exist" in e.reason
+                      for e in facts.errors)
+        what = "does not exist" if missing else "holds no CUDA toolkit (no version.json / version.txt, no bin/nvcc)"
+        yield finding(
+            "toolkit.cuda_home_invalid", "warn", f"{var}={home} {what}",
+            f"torch.utils.cpp_extension, CMake's FindCUDAToolkit and many build scripts read {var} before PATH: "
+            "extension builds fail with 'No CUDA runtime is found' / \"nvcc\" not found, or pick nothing.",
+            [*evidence, *[Evidence("errors", e.reason, e.probe) for e in facts.errors if e.probe == "toolkits"]],
+            fix=f"Point {var} at an installed toolkit (e.g. /usr/local/cuda) or unset it.",
         )
 
 
@@ -142,6 +238,12 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not needy:
         raise NotApplicable("no cuDNN installed, and nothing here needs a system cuDNN "
                             "(CUDA builds of torch bring their own)")
+    if beliefs.of(facts).no_nvidia_gpu.yes and not ctx.options.get("static"):
+        raise NotApplicable("no NVIDIA GPU on this machine: cuDNN would not be used")
+    # An unknown cuDNN list is unknown, not empty: a report that says "cuDNN version: Could not collect".
+    if "cudnn" not in facts.sources and not beliefs.live_probed(facts, "toolkits") \
+            and not beliefs.live_probed(facts, "driver"):
+        raise Skip("the cuDNN libraries were not inspected (a recorded report that does not say)")
     who = ", ".join(label(p) for p in needy)
     yield finding(
         "cudnn.missing", "fail", f"No cuDNN is installed, and {who} needs one",
@@ -156,5 +258,5 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     )
 
 
-CHECKS = [toolkit_missing, multiple_conflicting, path_not_set]
+CHECKS = [toolkit_missing, cuda_home_invalid, multiple_conflicting, path_not_set]
 CUDNN_CHECKS = [cudnn_missing]

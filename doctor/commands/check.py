@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError, positive_seconds
+from doctor.cli import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, UsageError, positive_seconds
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -164,6 +164,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict))
     if report.status == "fail" or (args.strict and report.status == "warn"):
         return EXIT_FAIL
+    if report.status == "unknown":
+        return EXIT_UNKNOWN
     return EXIT_OK
 
 

@@ -176,8 +176,8 @@ def probe_loader(host: Host, rec: Recorder, nvcc_cache: dict[str, str | None]) -
     nvcc = host.which("nvcc")
     return LoaderInfo(
         nvcc_on_path=LibRef(path=nvcc, version=nvcc_version_of(host, nvcc, rec, nvcc_cache)) if nvcc else None,
-        libcudart=_resolve(host, index, r"libcudart\.so\.\d+"),
-        libcudnn=_resolve(host, index, r"libcudnn\.so\.\d+"),
+        libcudart=_resolve(host, index, r"libcudart\.so\.\d+(?:\.\d+)*"),
+        libcudnn=_resolve(host, index, r"libcudnn\.so\.\d+(?:\.\d+)*"),
         libcuda=_resolve(host, index, r"libcuda\.so\.1") or _resolve(host, index, r"libcuda\.so"),
     )
 

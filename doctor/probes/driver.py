@@ -12,7 +12,8 @@ from doctor.probes.base import Recorder, own_python, run_python_child
 
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 DRIVER_PACKAGE = re.compile(
-    r"^(nvidia|libnvidia|libcuda|cuda-drivers|cuda-compat|xserver-xorg-video-nvidia|kmod-nvidia|"
+    r"^(nvidia|libnvidia|libcuda|cuda-drivers|cuda-compat|xserver-xorg-video-nvidia|kmod-nvidia|akmod-nvidia|"
+    r"xorg-x11-drv-nvidia|"
     r"firmware-nvidia|linux-modules-nvidia|linux-objects-nvidia|cudnn|libcudnn|nvidia-container)"
 )
 
@@ -167,10 +168,23 @@ def _next_boot_kernel(host: Host) -> str | None:
 
 
 def _packages(host: Host, rec: Recorder) -> list[Package]:
+    return [*_managed_packages(host, rec), *_run_installer(host, rec)]
+
+
+def _managed_packages(host: Host, rec: Recorder) -> list[Package]:
     status = host.try_read("/var/lib/dpkg/status")
     if status is not None:
         rec.source("driver.packages", "file:/var/lib/dpkg/status")
         return [Package(n, v, "dpkg") for n, v in parsers.parse_dpkg_status(status) if DRIVER_PACKAGE.match(n)]
+    if host.is_dir("/var/lib/pacman/local"):
+        # Arch: one directory per installed package, "<name>-<pkgver>-<pkgrel>"; names may contain dashes.
+        rec.source("driver.packages", "file:/var/lib/pacman/local")
+        pkgs = []
+        for entry in host.listdir("/var/lib/pacman/local"):
+            m = re.fullmatch(r"(?P<name>.+)-(?P<ver>[^-]+-[^-]+)", entry)
+            if m and DRIVER_PACKAGE.match(m.group("name")):
+                pkgs.append(Package(m.group("name"), m.group("ver"), "pacman"))
+        return sorted(pkgs, key=lambda p: p.name)
     if host.which("rpm"):
         result = host.run(["rpm", "-qa", "--queryformat", "%{NAME}\t%{VERSION}-%{RELEASE}\n"])
         if result.ok:
@@ -182,6 +196,14 @@ def _packages(host: Host, rec: Recorder) -> list[Package]:
                     pkgs.append(Package(name, version or None, "rpm"))
             return sorted(pkgs, key=lambda p: p.name)
         rec.error("packages", result.describe())
+    return []
+
+
+def _run_installer(host: Host, rec: Recorder) -> list[Package]:
+    """NVIDIA's .run installer leaves nvidia-uninstall and its log behind; no package manager knows it."""
+    if host.exists("/usr/bin/nvidia-uninstall") or host.exists("/var/log/nvidia-installer.log"):
+        rec.source("driver.packages.run", "file:/usr/bin/nvidia-uninstall, /var/log/nvidia-installer.log")
+        return [Package("nvidia-installer", None, "run")]
     return []
 
 

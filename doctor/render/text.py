@@ -83,5 +83,7 @@ def _finding_lines(f: Finding, verbose: bool, colour: bool) -> list[str]:
 
 def summary(report: Report) -> str:
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("fail", "warn", "ok")}
-    word = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready"}[report.status]
+    word = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready",
+            "unknown": "UNKNOWN (too little evidence: the driver, GPU and framework checks could not run)"
+            }[report.status]
     return f"{word}: {counts['fail']} failure(s), {counts['warn']} warning(s), {counts['ok']} ok"

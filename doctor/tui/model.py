@@ -15,8 +15,9 @@ from doctor.facts import Facts, Gpu
 from doctor.findings import AREAS, Evidence, Finding
 from doctor.render.text import header, summary
 
-MARKS = {"fail": "✗", "warn": "!", "info": "·", "ok": "✓", "none": "·"}
-STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready"}
+MARKS = {"fail": "✗", "warn": "!", "info": "·", "ok": "✓", "none": "·", "unknown": "?"}
+STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready",
+                "unknown": "UNKNOWN (too little evidence)"}
 NOT_RUN = ("skipped", "not_applicable")
 SEVERITY_ORDER = {"none": -1, "ok": 0, "info": 1, "warn": 2, "fail": 3, "error": 3}
 

@@ -18,7 +18,8 @@ from doctor.findings import Finding
 from doctor.tui import active, model
 from doctor.tui.model import MARKS, AreaView, Source
 
-SEVERITY_STYLE = {"fail": "bold red", "warn": "bold yellow", "info": "dim", "ok": "green", "none": "dim"}
+SEVERITY_STYLE = {"fail": "bold red", "warn": "bold yellow", "info": "dim", "ok": "green", "none": "dim",
+                  "unknown": "bold magenta"}
 
 
 def mark(severity: str) -> Text:
