@@ -193,6 +193,11 @@ def _original(facts: Facts, lowered: str) -> str:
     return next((t for t in raw if t and t.lower() == lowered), lowered)
 
 
+def windows_driver(facts: Facts) -> bool:
+    """The driver is a Windows one (numbered differently from Linux): under WSL2, or on native Windows."""
+    return bool(facts.host.wsl) or facts.host.os_id == "windows"
+
+
 def probed(facts: Facts, what: str) -> bool:
     return what in facts.sources
 

@@ -74,7 +74,17 @@ def diff_facts(a: Facts, b: Facts) -> list[Change]:
         *_python(a.python_envs, b.python_envs),
         *_mapping("Environment", "{}", {k: v for k, v in a.env.items() if v is not None},
                   {k: v for k, v in b.env.items() if v is not None}),
+        *_active(a, b),
     ]
+
+
+def _active(a: Facts, b: Facts) -> Iterator[Change]:
+    """Rates the active tests measured (facts ``active``) that moved by more than 10 %: a node that got slower."""
+    from doctor.facts_active import rate_changes
+
+    for what, before, after in rate_changes(a.active, b.active):
+        kind = "changed" if before is not None and after is not None else "added" if before is None else "removed"
+        yield Change("Active tests", what, kind, before, after)
 
 
 HOST_FIELDS = (

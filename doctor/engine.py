@@ -10,8 +10,9 @@ from doctor.findings import SEVERITY_RANK, Finding
 from doctor.registry import Check, Context
 
 REPORT_SCHEMA = "gpu-doctor.report/v1"
-# The areas whose checks must conclude something before a machine can be called ready.
-EVIDENCE_AREAS = ("Driver", "GPUs", "Python & frameworks")
+# A machine is called ready only when a check about the driver, the GPUs, the frameworks or an active test
+# concluded something; these areas alone (what is installed beside them) are not enough.
+CONTEXT_AREAS = ("CUDA toolkit", "cuDNN", "Environment", "Requirements")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Report:
     def has_evidence(self) -> bool:
         """A verdict needs evidence: some check about the driver, the GPUs or the frameworks concluded
         something (ok, info, warn or fail). A report that says nothing is not "ready"."""
-        return any(f.area in EVIDENCE_AREAS and f.code != "doctor.check_crashed" for f in self.findings) \
+        return any(f.area not in CONTEXT_AREAS and f.code != "doctor.check_crashed" for f in self.findings) \
             or self.mode == "static"
 
     @property

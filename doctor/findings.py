@@ -8,7 +8,8 @@ from typing import Any, Literal
 Severity = Literal["fail", "warn", "info", "ok"]
 SEVERITY_RANK: dict[str, int] = {"fail": 3, "warn": 2, "info": 1, "ok": 0}
 
-AREAS = ("Driver", "GPUs", "CUDA toolkit", "cuDNN", "Python & frameworks", "Environment", "Requirements")
+AREAS = ("Driver", "GPUs", "CUDA toolkit", "cuDNN", "Python & frameworks", "Environment", "Active tests",
+         "Requirements")
 
 
 @dataclass(frozen=True)

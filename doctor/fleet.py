@@ -54,6 +54,15 @@ class GpuFault:
 
 
 @dataclass(frozen=True)
+class Rate:
+    """One rate an active test measured on a node: "GPU 0 device_gbs" of an "NVIDIA A100-SXM4-40GB"."""
+
+    label: str
+    gpu: str | None
+    value: float
+
+
+@dataclass(frozen=True)
 class Node:
     """One row of the fleet: what the node's report concluded and the facts compared across nodes."""
 
@@ -69,6 +78,7 @@ class Node:
     gpu_count: int = 0
     gpu_model: str | None = None
     gpu_faults: tuple[GpuFault, ...] = ()
+    rates: tuple[Rate, ...] = ()  # what its recorded active tests measured (facts `active`)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +87,7 @@ class Node:
             "framework": self.framework, "gpu_count": self.gpu_count, "gpu_model": self.gpu_model,
             "problems": [p.__dict__ for p in self.problems],
             "gpu_faults": [g.__dict__ for g in self.gpu_faults],
+            "rates": [r.__dict__ for r in self.rates],
         }
 
 
@@ -99,6 +110,7 @@ _PROBLEM_AT = re.compile(r'\{\s*"code"\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*"severity"'
 _WS = re.compile(r"\s*")
 _TAIL = re.compile(r"\s*\}\s*\}\s*\Z")  # the facts' brace, the report's
 _DECODER = json.JSONDecoder()
+_ACTIVE_AT = re.compile(r'\s*,\s*"active"\s*:\s*')
 # What the fleet reads from the facts, in their order (Facts' fields): each key is looked for after
 # the one before, so the facts are scanned once. The rest (driver packages, loader …) is skipped.
 _FACT_KEYS = (("host", "host"), ("driver", "kernel_module"), ("driver", "userspace"),
@@ -146,6 +158,9 @@ def _read_report_fast(text: str, head: re.Match[str]) -> tuple[list[Any], dict[s
                 facts[section] = value
             else:
                 facts[section][key] = value
+        active = _ACTIVE_AT.match(text, at_key)  # optional (facts written before it existed lack it)
+        if active:
+            facts["active"], at_key = _DECODER.raw_decode(text, active.end())
         # Facts end with "sources"; decoding it and finding both closing braces right after proves the
         # file is whole (a report cut short by a killed job or a full disk must not pass for a node).
         if not _TAIL.match(text, _value_of(text, "sources", at_key)[1]):
@@ -234,7 +249,16 @@ def summarize(name: str, file: str, kind: str, findings: Iterable[Any], facts: d
         gpu_count=len(gpus),
         gpu_model=(models[0] if len(models) == 1 else f"{len(models)} models") if models else None,
         gpu_faults=tuple(fault for g in gpus for fault in gpu_faults(g)),
+        rates=_rates(facts.get("active")),
     )
+
+
+def _rates(active: Any) -> tuple[Rate, ...]:
+    if not isinstance(active, dict):
+        return ()
+    from doctor.facts_active import ActiveFacts, coerce, measurements
+
+    return tuple(Rate(label, gpu, value) for label, (gpu, value) in measurements(coerce(ActiveFacts, active)).items())
 
 
 def _frameworks(facts: dict[str, Any]) -> str | None:
@@ -399,6 +423,7 @@ def find_outliers(nodes: list[Node]) -> list[Outlier]:
     for n in nodes:
         for f in n.gpu_faults:
             out.append(Outlier(f.kind, f.severity, f"{f.gpu}: {f.detail}", (n.name,)))
+    out += slow_gpus(nodes)
     return sorted(out, key=lambda o: (-SEVERITY_RANK[o.severity], o.kind, natural_key(o.nodes[0])))
 
 
@@ -422,3 +447,35 @@ def _against_majority(nodes: list[Node], kind: str, attr: str, describe: Any) ->
 
 def _text(v: Any) -> str | None:
     return None if v is None else str(v)
+
+
+# A measured rate below this fraction of the fleet's median for the same GPU model and measurement is an
+# outlier: identical GPUs on healthy nodes measure within a few percent of each other; 80 % leaves room for
+# boost clocks and NUMA placement and still catches a link at half width or a GPU stuck at low clocks.
+SLOW_FRACTION = 0.8
+MIN_PEERS = 3  # a median of fewer values says nothing about what is normal
+
+
+def slow_gpus(nodes: list[Node]) -> list[Outlier]:
+    """Per-node bandwidth / TFLOP/s outliers: a GPU that measured far below its identical peers."""
+    from statistics import median
+
+    from doctor.facts_active import MEASURES, measure_key
+
+    by: dict[tuple[str | None, str], list[tuple[str, Rate]]] = {}
+    for n in nodes:
+        for r in n.rates:
+            by.setdefault((r.gpu, measure_key(r.label)), []).append((n.name, r))
+    out = []
+    for (gpu, key), rows in sorted(by.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        if len(rows) < MIN_PEERS:
+            continue
+        mid = median(r.value for _, r in rows)
+        what, unit = MEASURES.get(key, (key, ""))
+        for name, r in rows:
+            if mid > 0 and r.value < SLOW_FRACTION * mid:
+                who = r.label.rsplit(" ", 1)[0]
+                out.append(Outlier("gpu-slow", "warn", f"{who}{f' ({gpu})' if gpu else ''}: {what} {r.value:,.1f} "
+                                   f"{unit}, {r.value / mid:.0%} of the fleet's median {mid:,.1f} {unit} "
+                                   f"({len(rows)} measurements)", (name,), f"{r.value:.1f}", f"{mid:.1f}"))
+    return out

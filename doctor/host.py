@@ -82,6 +82,122 @@ def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str
 
 
 @dataclass(frozen=True)
+class StreamEnd:
+    """How a streamed command ended (:func:`stream`): by itself (``returncode``; None with ``error`` when it
+    could not start), or killed by the watchdog (``hung``; ``reaped`` False when it could not be killed)."""
+
+    returncode: int | None
+    hung: bool = False
+    silent_for: float | None = None
+    reaped: bool = True
+    stderr: str = ""
+    error: str | None = None
+
+
+STREAM_STDERR_TAIL = 4000
+STREAM_LINE_MAX = 1 << 20  # a line longer than this is cut: a child printing without newlines cannot fill memory
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child before exec
+    # PR_SET_PDEATHSIG (1) = SIGKILL: the kernel kills the child when the thread that started it dies, however
+    # the doctor ends (SIGKILL included), so a test process can never outlive it holding GPU memory.
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL, 0, 0, 0)
+
+
+def _find_prctl() -> Callable[..., int] | None:
+    # Resolved once in the parent: the forked child only calls it (no dlopen between fork and exec).
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _find_prctl()
+
+
+def stream(argv: Sequence[str], env: Mapping[str, str], silence: float,
+           alive: Callable[[bytes], bool] = lambda line: True) -> Iterator[bytes | StreamEnd]:
+    """Run argv (never a shell) in its own process group and yield each line of its stdout as it arrives,
+    then exactly one :class:`StreamEnd`. A watchdog kills the whole group when no line that ``alive`` accepts
+    came for ``silence`` seconds (a test that keeps reporting is alive, however long it runs). The child dies
+    with the doctor (a parent-death signal), and whatever stops this generator — the end, an exception, a
+    signal turned into one, ``close()`` — kills the group before it returns.
+    """
+    import select
+    import tempfile
+    import time
+
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                                    env=dict(env), start_new_session=True,
+                                    preexec_fn=_die_with_parent if _PRCTL is not None else None)
+        except OSError as exc:
+            yield StreamEnd(None, error=exc.strerror or str(exc))
+            return
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        buf = b""
+        last = time.monotonic()
+        hung = False
+        reaped = True
+        try:
+            while True:
+                wait = silence - (time.monotonic() - last)
+                if wait <= 0:
+                    hung = True
+                    break
+                ready, _, _ = select.select([fd], [], [], wait)
+                if not ready:
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+                if b"\n" not in buf and len(buf) > STREAM_LINE_MAX:
+                    buf = buf[-STREAM_LINE_MAX:]
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if alive(line):
+                        last = time.monotonic()
+                    yield line
+        finally:
+            if hung or proc.poll() is None:
+                reaped = _kill_group(proc)
+            else:
+                # The child ended; anything it started in its group (a torch worker) goes with it.
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            proc.stdout.close()
+        if buf:
+            yield buf
+        err.seek(max(0, err.seek(0, os.SEEK_END) - STREAM_STDERR_TAIL))
+        tail = err.read().decode("utf-8", "replace")
+        if hung:
+            yield StreamEnd(None, hung=True, silent_for=silence, reaped=reaped, stderr=tail)
+        else:
+            yield StreamEnd(proc.returncode, stderr=tail)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
+    """SIGKILL the child's process group; True when it is gone. A process stuck in the kernel inside the
+    driver (state D) cannot die until the driver lets go: wait briefly, then leave it rather than hang."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=3.0)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
 class Host:
     """The machine as probes see it: a root directory, an environment and a command runner."""
 
@@ -207,6 +323,11 @@ class Host:
             if real.is_file() and os.access(real, os.X_OK):
                 return cand
         return None
+
+    def stream(self, argv: Sequence[str], silence: float, env: Mapping[str, str] | None = None,
+               alive: Callable[[bytes], bool] = lambda line: True) -> Iterator[bytes | StreamEnd]:
+        """:func:`stream` with this host's environment (or ``env``): a long-running test child under a watchdog."""
+        return stream(argv, self.env if env is None else env, silence, alive)
 
     def run(self, argv: Sequence[str], timeout: float | None = None) -> CmdResult:
         """Run a command of the inspected system (resolved on its PATH) under a timeout."""

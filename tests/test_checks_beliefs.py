@@ -387,3 +387,9 @@ def test_jax_release_below_its_minimum_cudnn_fails() -> None:
     f = only(make_facts(python_envs=[env]), "cudnn.version_mismatch")
     assert f.severity == "fail"
     assert "≥ 9.10" in f.title
+
+
+def test_native_windows_reports_are_judged_against_windows_driver_minimums() -> None:
+    facts = make_facts(host__os_id="windows", host__wsl=False)
+    assert beliefs.windows_driver(facts)
+    assert not beliefs.windows_driver(make_facts())

@@ -40,7 +40,7 @@ def multi(out: Outcome) -> dict[str, Any]:
 
 
 def area(out: Outcome) -> list[tuple[str, str, str]]:
-    return [(f.code, f.severity, f.title) for f in out.findings if f.area == "Multi-GPU"]
+    return [(f.code, f.severity, f.title) for f in out.findings if f.check == "active.multi_gpu"]
 
 
 # 4 GPUs as two NVLink pairs (0-1 with 4 links, 2-3 with 2, one of them down), the pairs on different sockets

@@ -137,7 +137,7 @@ def test_cli_oom_text_and_exit_code(fake_driver: Path) -> None:
     result = gpu_doctor(fake_driver, "oom", "-q", FAKE_CUDA_MEM_MIB=2048, FAKE_CUDA_MAX_BLOCK_MIB=1024)
     assert result.returncode == 0, result.stdout
     lines = result.stdout.splitlines()
-    assert "OOM probe" in lines
+    assert "Active tests" in lines
     assert (f"  ! GPU 0 ({A100}): 2,048 MiB allocatable in total, largest single block 1,024 MiB; NVML reported "
             "40,448 MiB free of 40,960 MiB") in lines
     strict = gpu_doctor(fake_driver, "oom", "-q", "--strict", FAKE_CUDA_MEM_MIB=2048, FAKE_CUDA_MAX_BLOCK_MIB=1024)

@@ -32,9 +32,10 @@ def test_cpu_only_torch_oom_is_cpu_only_build(torch_venv: Path) -> None:
     assert result.returncode == 1
     doc = json.loads(result.stdout)
     (f,) = doc["findings"]
-    assert (f["code"], f["severity"], f["area"]) == ("framework.cpu_only_build", "fail", "OOM probe (torch)")
+    assert (f["code"], f["severity"], f["area"]) == ("framework.cpu_only_build", "fail", "Active tests")
     assert f["title"].startswith("torch 2.13.0+cpu in ")
-    assert doc["checks"][0]["summary"].startswith("torch OOM probe: torch 2.13.0+cpu in ")
+    assert doc["active"]["summary"].startswith("torch OOM probe: torch 2.13.0+cpu in ")
+    assert [(c["id"], c["status"]) for c in doc["checks"]] == [("active.torch", "fail")]
 
 
 @pytest.mark.slow

@@ -1,8 +1,11 @@
-"""Active tests: run something on the GPU and judge what happened (``gpu-doctor smoke``, ``gpu-doctor oom``).
+"""Active tests: run something on the GPU and record what happened (``gpu-doctor smoke``, ``gpu-doctor oom``).
 
 The GPU work happens in a spawned child process (:mod:`doctor.active.gpu_child`) that talks to the CUDA
-driver API through ctypes and prints one JSON event per line; the parent (:mod:`doctor.active.runner`)
-reads them with a watchdog, so a hung kernel or driver becomes a finding instead of a hung doctor.
-What the child measured is judged by pure functions (:mod:`doctor.active.judge`), like every check.
-Nothing here imports a framework; :mod:`doctor.active.frameworks` runs those in the target environment.
+driver API through ctypes and prints one JSON event per line; the parent (:mod:`doctor.active.runner`, on
+:func:`doctor.host.stream`) reads them with a watchdog, so a hung kernel or driver becomes a finding instead
+of a hung doctor, and the child dies with the doctor. What a test measured becomes facts
+(:mod:`doctor.facts_active`, ``Facts.active``), judged by the registered checks of :mod:`doctor.checks.active`
+(their rules live beside each test: :mod:`doctor.active.judge`, ``multigpu``, ``frameworks``, ``torchmem``,
+``heavy``, ``dcgm``, ``nccltests``), so a snapshot replays to the same findings. Nothing here imports a
+framework; :mod:`doctor.active.frameworks` runs those in the target environment.
 """

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doctor.active.events import Event, Outcome, Progress
 from doctor.findings import Evidence, Finding, Fix, FixStep
-from doctor.host import Host
+
+if TYPE_CHECKING:
+    from doctor.host import Host
 
 AREA = "Diagnostics (DCGM)"
 DEFAULT_SECONDS = 1800
@@ -136,10 +138,30 @@ def diag_findings(parsed: dict[str, Any], returncode: int | None, level: int) ->
     return out
 
 
+def record_findings(rec: dict[str, Any]) -> list[Finding]:
+    """Pure: the findings of a recorded DCGM diagnostic (facts ``active.dcgm``): skipped, did not finish, or its
+    parsed table."""
+    level = rec.get("level") or 0
+    if rec.get("skipped"):
+        return [_f("gpu.dcgm", "info", f"DCGM diagnostics skipped: {rec['skipped']}",
+                   "Level 3 hands DCGM's diagnostic (`dcgmi diag`) the GPUs when DCGM is installed and its host engine "
+                   "runs (`systemctl start nvidia-dcgm`, or `nv-hostengine`).")]
+    if rec.get("error"):
+        return [_f("gpu.hang", "fail", f"dcgmi diag -r {level} did not finish: {rec['error']}",
+                   "DCGM ran past the time budget (--dcgm-seconds); a diagnostic that hangs points at a wedged "
+                   "GPU or link (NVIDIA/DCGM#247).", [Evidence("dcgmi.error", rec["error"], "cmd:dcgmi diag")])]
+    parsed = {"tests": [], **rec}
+    findings = diag_findings(parsed, rec.get("returncode"), level)
+    if not parsed["tests"]:
+        findings = [Finding(**{**f.__dict__, "evidence": [*f.evidence, Evidence(
+            "dcgmi.output", rec.get("output"), "cmd:dcgmi diag")]}) for f in findings]
+    return findings
+
+
 def dcgm_events(host: Host, seconds: int = DEFAULT_SECONDS) -> Iterator[Event]:
     level = level_for(seconds)
     if host.which("dcgmi") is None:
-        yield _skipped("dcgmi is not installed")
+        yield _outcome({"skipped": "dcgmi is not installed", "level": level})
         return
     yield Progress(None, "dcgmi discovery -l (is a DCGM host engine running?)")
     probe = host.run(["dcgmi", "discovery", "-l"], timeout=DISCOVERY_TIMEOUT)
@@ -147,32 +169,26 @@ def dcgm_events(host: Host, seconds: int = DEFAULT_SECONDS) -> Iterator[Event]:
     if probe.error or probe.returncode != 0 or "Unable to establish a connection" in said:
         reason = probe.error or next((ln.strip() for ln in said.splitlines() if ln.strip()),
                                      f"exit {probe.returncode}")
-        yield _skipped(f"no DCGM host engine answered `dcgmi discovery -l`: {reason}")
+        yield _outcome({"skipped": f"no DCGM host engine answered `dcgmi discovery -l`: {reason}", "level": level})
         return
     yield Progress(None, f"dcgmi diag -r {level} (up to {seconds} s; its own progress is not streamed)")
     result = host.run(["dcgmi", "diag", "-r", str(level)], timeout=seconds)
+    rec: dict[str, Any] = {"level": level, "returncode": result.returncode}
     if result.error:
-        finding = _f("gpu.hang", "fail", f"dcgmi diag -r {level} did not finish: {result.error}",
-                     "DCGM ran past the time budget (--dcgm-seconds); a diagnostic that hangs points at a wedged "
-                     "GPU or link (NVIDIA/DCGM#247).", [Evidence("dcgmi.error", result.error, "cmd:dcgmi diag")])
-        yield Outcome("fail", finding.title, [finding], {"dcgm": {"level": level, "error": result.error}})
+        yield _outcome({**rec, "error": result.error})
         return
     parsed = parse_dcgmi_diag(result.stdout + "\n" + result.stderr)
-    findings = diag_findings(parsed, result.returncode, level)
     if not parsed["tests"]:
-        findings = [Finding(**{**f.__dict__, "evidence": [*f.evidence, Evidence(
-            "dcgmi.output", (result.stdout + result.stderr).strip()[:500], "cmd:dcgmi diag")]}) for f in findings]
-    worst = "fail" if any(f.severity == "fail" for f in findings) else \
-        "warn" if any(f.severity == "warn" for f in findings) else "ok"
-    bad = [f for f in findings if f.severity in ("fail", "warn")]
-    yield Outcome(worst, (bad or findings)[0].title, findings, {"dcgm": {"level": level, **parsed}})
+        rec["output"] = (result.stdout + result.stderr).strip()[:500]
+    yield _outcome({**rec, **parsed})
 
 
-def _skipped(reason: str) -> Outcome:
-    f = _f("gpu.dcgm", "info", f"DCGM diagnostics skipped: {reason}",
-           "Level 3 hands DCGM's diagnostic (`dcgmi diag`) the GPUs when DCGM is installed and its host engine "
-           "runs (`systemctl start nvidia-dcgm`, or `nv-hostengine`).")
-    return Outcome("ok", f"DCGM: skipped ({reason})", [f], {"dcgm": {"skipped": reason}})
+def _outcome(rec: dict[str, Any]) -> Outcome:
+    from doctor.active.record import outcome
+    from doctor.facts_active import ActiveFacts, DcgmDiag, coerce
+
+    summary = f"DCGM: skipped ({rec['skipped']})" if rec.get("skipped") else None
+    return outcome(ActiveFacts(dcgm=coerce(DcgmDiag, rec)), {"dcgm": rec}, summary)
 
 
 def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,

@@ -41,6 +41,7 @@ class Outcome:
     summary: str
     findings: list[Finding] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
+    active: Any = None  # the measurements as facts (doctor.facts_active.ActiveFacts), recorded by `snapshot --smoke`
 
 
 Event = Progress | Log | Outcome

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from doctor.active.events import Event, Log, Outcome, Progress
-from doctor.active.runner import child_events
+from doctor.active.events import Event, Log, Progress
 from doctor.findings import Evidence, Finding, Fix
 
 DEFAULT_TIMEOUT = 120.0
@@ -78,6 +77,8 @@ def classify(*texts: str | None) -> Signature:
 
 def framework_events(pythons: Sequence[str], frameworks: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
                      only_installed: bool = False, matrix: Any = None) -> Iterator[Event]:
+    from doctor.active.runner import child_events
+
     script = resources.files("doctor.active").joinpath("framework_child.py").read_text()
     runs: list[dict[str, Any]] = []
     total = len(pythons) * len(frameworks)
@@ -101,18 +102,12 @@ def framework_events(pythons: Sequence[str], frameworks: Sequence[str], timeout:
             runs.append(run)
             if run.get("ok"):
                 yield Log(f"{name}: GPU matrix product matches the CPU")
-    if matrix is None and any(run.get("matmul_tflops") for run in runs):
-        from doctor.matrix import current
+    from doctor.active.record import outcome
+    from doctor.facts_active import ActiveFacts, FrameworkTest, coerce
 
-        matrix = current()
-    findings = [f for run in runs for f in judge_run(run, timeout, matrix)]
-    if not runs:
-        findings.append(Finding("framework.not_installed", "warn", "No framework (torch, tensorflow, jax, cupy) is "
-                                "installed in " + ", ".join(pythons), area=AREA, check="framework.not_installed"))
-    from doctor.active.gpu import status_of, summary
-
-    yield Outcome(status_of(findings), summary("smoke", findings).replace("smoke test", "framework smoke test"),
-                  findings, {"frameworks": runs})
+    test = coerce(FrameworkTest, {"pythons": list(pythons), "requested": list(frameworks), "runs": runs})
+    out = outcome(ActiveFacts(frameworks=test), {"frameworks": runs}, matrix=matrix, what="framework smoke test")
+    yield out
 
 
 def _env() -> dict[str, str]:
@@ -121,6 +116,20 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")  # TensorFlow says why it has no GPU only in its log
     return env
+
+
+def record_findings(test: dict[str, Any], matrix: Any = None) -> list[Finding]:
+    """Pure: the findings of a recorded framework smoke test (facts ``active.frameworks``, as plain dicts)."""
+    findings = [f for run in test.get("runs") or [] for f in judge_run(run, _silence(run), matrix)]
+    if not test.get("runs"):
+        findings.append(Finding("framework.not_installed", "warn", "No framework (torch, tensorflow, jax, cupy) is "
+                                "installed in " + ", ".join(test.get("pythons") or ["the target environment"]),
+                                area=AREA, check="framework.not_installed"))
+    return findings
+
+
+def _silence(run: dict[str, Any]) -> float:
+    return float((run.get("end") or {}).get("silent_for") or DEFAULT_TIMEOUT)
 
 
 def judge_run(run: dict[str, Any], timeout: float, matrix: Any = None) -> list[Finding]:

@@ -14,9 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.active import judge
-from doctor.active.events import Event, Log, Outcome, Progress
-from doctor.active.runner import child_events
+from doctor.active.events import Event, Log, Progress
 from doctor.findings import SEVERITY_RANK, Finding
 
 DEFAULT_TIMEOUT = 30.0
@@ -53,6 +51,8 @@ def child_env(options: Options) -> dict[str, str]:
 
 
 def _events(mode: str, options: Options, matrix: Any) -> Iterator[Event]:
+    from doctor.active.runner import child_events
+
     if matrix is None:
         from doctor.matrix import current
 
@@ -60,7 +60,8 @@ def _events(mode: str, options: Options, matrix: Any) -> Iterator[Event]:
     opts = {"mode": mode, "gpus": options.gpus, "force": options.force, "size_mib": options.size_mib,
             "fma_ms": options.fma_ms}
     argv = [options.python, "-m", "doctor.active.gpu_child", json.dumps(opts)]
-    results: dict[str, Any] = {"mode": mode, "global": {}, "errors": [], "gpus": [], "done": False}
+    results: dict[str, Any] = {"mode": mode, "global": {}, "errors": [], "gpus": [], "done": False,
+                               "force": options.force}
     gpus: dict[int, dict[str, Any]] = {}
 
     def gpu(ordinal: int) -> dict[str, Any]:
@@ -71,19 +72,24 @@ def _events(mode: str, options: Options, matrix: Any) -> Iterator[Event]:
     for ev in child_events(argv, child_env(options), options.timeout):
         kind = ev.get("event")
         g = ev.get("gpu")
+        if not (g is None or (isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1 << 16)):
+            continue  # a GPU number is a small int: anything else is not an event of ours
         if kind == "step":
             results["last_step"] = {"gpu": g, "step": ev.get("step")}
             if g is not None:
                 gpu(g)["last_step"] = ev.get("step")
             yield Progress(ev.get("fraction"), ev.get("step", ""), g)
         elif kind == "fact":
-            data = ev.get("data") or {}
+            data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
             (results["global"] if g is None else gpu(g)).update(data)
-            line = _measurement_line(g, data)
+            try:
+                line = _measurement_line(g, data)
+            except (TypeError, ValueError):  # a value of the wrong type: no live line; the facts read it as unknown
+                line = None
             if line:
                 yield Log(line)
         elif kind == "error":
-            entry = {"step": ev.get("step"), "error": ev.get("error") or {}}
+            entry = {"step": ev.get("step"), "error": ev.get("error") if isinstance(ev.get("error"), dict) else {}}
             (results["errors"] if g is None else gpu(g)["errors"]).append(entry)
             err = entry["error"]
             yield Log(f"{'GPU ' + str(g) + ': ' if g is not None else ''}{err.get('call')}: {err.get('name')}")
@@ -92,8 +98,13 @@ def _events(mode: str, options: Options, matrix: Any) -> Iterator[Event]:
         elif kind in ("exit", "hang"):
             results["end"] = ev
     results["gpus"] = [gpus[k] for k in sorted(gpus)]
-    findings = judge.smoke_findings(results, matrix) if mode == "smoke" else judge.oom_findings(results, matrix)
-    yield Outcome(status_of(findings), summary(mode, findings), findings, results)
+    from doctor import __version__
+    from doctor.active.record import outcome
+    from doctor.facts_active import ActiveFacts, driver_test
+
+    test = driver_test(results, __version__)
+    active = ActiveFacts(**{mode: test})
+    yield outcome(active, results, matrix=matrix, what="smoke test" if mode == "smoke" else "OOM probe")
 
 
 def _measurement_line(g: int | None, data: dict[str, Any]) -> str | None:

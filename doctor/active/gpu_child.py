@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import signal
 import sys
 import time
 from array import array
@@ -43,6 +44,10 @@ SAXPY_A = 3.0
 FMA_A, FMA_B = 1.0, 0.25
 FMA_MAX_ITERS = 2_000_000  # keeps every value of fma.ptx an exact float (see its header)
 BLOCK = 256
+# The OOM probe runs only where the GPU's used memory is at most this (see refusal()); the same numbers are
+# in doctor/active/judge.py's explanation.
+IDLE_USED_MIB = 512
+IDLE_USED_FRACTION = 0.02
 
 
 def emit(event: str, **data: Any) -> None:
@@ -175,6 +180,7 @@ def smoke(drv: Driver, nvml: Nvml, ordinal: int, step: Steps, opts: dict[str, An
     emit("fact", gpu=g, data={"nvml_before": nvml.reading(handle)})
     step("creating a context (cuCtxCreate_v2)")
     ctx = drv.ctx_create(dev)
+    emit("fact", gpu=g, data={"context_created": True})
     held = Held(drv)
     try:
         free, total = drv.mem_info()
@@ -277,12 +283,13 @@ def oom(drv: Driver, nvml: Nvml, ordinal: int, step: Steps, opts: dict[str, Any]
     handle = nvml.handle_for_bus(facts["pci_bus_id"])
     before = nvml.reading(handle)
     emit("fact", gpu=g, data={"nvml_before": before})
-    others = (before or {}).get("processes") or []
-    if others and not opts.get("force"):
-        emit("fact", gpu=g, data={"refused": True})
+    reason = None if opts.get("force") else refusal(before)
+    if reason:
+        emit("fact", gpu=g, data={"refused": True, "refused_reason": reason})
         return
     step("creating a context (cuCtxCreate_v2)")
     ctx = drv.ctx_create(dev)
+    emit("fact", gpu=g, data={"context_created": True})
     held = Held(drv)
     try:
         free0, total = drv.mem_info()
@@ -314,6 +321,25 @@ def oom(drv: Driver, nvml: Nvml, ordinal: int, step: Steps, opts: dict[str, Any]
         except CudaError as exc:
             problems.append(f"cuCtxDestroy_v2: {exc.name}")
         emit("fact", gpu=g, data={"cleanup_problems": problems, "nvml_after": nvml.reading(handle)})
+
+
+def idle_allowance(total: int) -> int:
+    """The memory an idle GPU shows as used: the driver's own reservation (a few hundred MiB on drivers that
+    count it as used). Above this, someone else holds memory, whether NVML can name the process or not."""
+    return max(IDLE_USED_MIB * MIB, int(total * IDLE_USED_FRACTION))
+
+
+def refusal(before: dict[str, Any] | None) -> str | None:
+    """Why the probe must not take every free byte of this GPU, or None when its used memory is known to be
+    about zero. Unknown is a refusal: NVML that cannot list processes (NOT_SUPPORTED, another container's
+    process) or is not there at all says nothing about who else uses the GPU."""
+    if not before or before.get("memory_used") is None or not before.get("memory_total"):
+        return "memory_unknown"
+    if before.get("processes"):
+        return "processes"
+    if before["memory_used"] > idle_allowance(before["memory_total"]):
+        return "memory_in_use"
+    return None
 
 
 def largest_block(drv: Driver, free: int, step: Steps) -> tuple[int, int]:
@@ -480,12 +506,21 @@ def _pcie(reading: dict[str, Any] | None) -> dict[str, Any] | None:
 STEPS = {"smoke": (smoke, 9), "oom": (oom, 8)}
 
 
+def _exit_on_signal(signum: int, _frame: Any) -> None:
+    # SIGTERM / SIGHUP / SIGINT: unwind through every `finally`, which frees the memory and destroys the
+    # contexts; then exit. (SIGKILL, and the parent-death signal, end the process: the driver frees what a
+    # dead process held.)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str]) -> int:
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, _exit_on_signal)
     opts = json.loads(argv[0]) if argv else {}
     test, nsteps = STEPS[opts.get("mode", "smoke")]
     emit("step", gpu=None, step="reading NVML", fraction=0.0)
     nvml = Nvml()
-    emit("fact", gpu=None, data={"nvml_error": nvml.error})
+    emit("fact", gpu=None, data={"nvml_error": nvml.error, "driver_version": nvml.driver_version()})
     emit("step", gpu=None, step="loading libcuda.so.1 and calling cuInit", fraction=0.0)
     try:
         drv = Driver()

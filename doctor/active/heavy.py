@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doctor.active.events import Event, Outcome, Progress
 from doctor.findings import Evidence, Finding, Fix, FixStep
-from doctor.host import Host
+
+if TYPE_CHECKING:
+    from doctor.host import Host
 
 AREA = "Stress test (gpu-burn)"
 DEFAULT_SECONDS = 60
@@ -73,25 +75,39 @@ def burn_findings(parsed: dict[str, Any], returncode: int | None, seconds: int) 
     return out
 
 
+def record_findings(rec: dict[str, Any]) -> list[Finding]:
+    """Pure: the findings of a recorded gpu-burn run (facts ``active.gpu_burn``): skipped, did not finish, or
+    its parsed output."""
+    if rec.get("skipped"):
+        return [_f("gpu.burn", "info", f"gpu-burn {rec['skipped']}: the stress test was skipped",
+                   "Level 3 hands the long stress test to gpu-burn (github.com/wilicc/gpu-burn) when it is on PATH.")]
+    if rec.get("error"):
+        return [_f("gpu.hang", "fail", f"gpu-burn did not finish: {rec['error']}",
+                   "gpu-burn ran past its time budget (it hangs in 'Killing processes' when a GPU is wedged, "
+                   "wilicc/gpu-burn#1).", [Evidence("gpu_burn.error", rec["error"], "cmd:gpu_burn")])]
+    parsed = {"verdicts": {}, "died": [], "init_errors": [], "aborted": False, "temps": [], **rec}
+    return burn_findings(parsed, rec.get("returncode"), rec.get("seconds") or 0)
+
+
 def burn_events(host: Host, seconds: int = DEFAULT_SECONDS) -> Iterator[Event]:
     exe = host.which("gpu_burn") or host.which("gpu-burn")
     if exe is None:
-        yield Outcome("ok", "gpu-burn: skipped (not installed)", [_f(
-            "gpu.burn", "info", "gpu-burn is not installed: the stress test was skipped",
-            "Level 3 hands the long stress test to gpu-burn (github.com/wilicc/gpu-burn) when it is on PATH.")])
+        yield _outcome({"skipped": "is not installed"}, "gpu-burn: skipped (not installed)")
         return
     yield Progress(None, f"gpu-burn for {seconds} s (its own progress is not streamed)")
     result = host.run([exe, str(seconds)], timeout=seconds + 120)
+    rec: dict[str, Any] = {"command": [exe, str(seconds)], "seconds": seconds, "returncode": result.returncode}
     if result.error:
-        finding = _f("gpu.hang", "fail", f"gpu-burn did not finish: {result.error}",
-                     "gpu-burn ran past its time budget (it hangs in 'Killing processes' when a GPU is wedged, "
-                     "wilicc/gpu-burn#1).", [Evidence("gpu_burn.error", result.error, "cmd:gpu_burn")])
-        yield Outcome("fail", finding.title, [finding], {"gpu_burn": {"error": result.error}})
+        yield _outcome({**rec, "error": result.error})
         return
-    parsed = parse_gpu_burn(result.stdout + "\n" + result.stderr)
-    findings = burn_findings(parsed, result.returncode, seconds)
-    worst = "fail" if any(f.severity == "fail" for f in findings) else "ok"
-    yield Outcome(worst, findings[0].title, findings, {"gpu_burn": parsed})
+    yield _outcome({**rec, **parse_gpu_burn(result.stdout + "\n" + result.stderr)})
+
+
+def _outcome(rec: dict[str, Any], summary: str | None = None) -> Outcome:
+    from doctor.active.record import outcome
+    from doctor.facts_active import ActiveFacts, GpuBurn, coerce
+
+    return outcome(ActiveFacts(gpu_burn=coerce(GpuBurn, rec)), {"gpu_burn": rec}, summary)
 
 
 def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,

@@ -13,7 +13,6 @@ import signal
 from typing import Any
 
 from doctor.active.cuerrors import meaning
-from doctor.active.multigpu import findings as multi_gpu_findings
 from doctor.findings import Evidence, Finding, Fix, FixStep
 
 MIB = 1 << 20
@@ -39,6 +38,12 @@ SERIOUS_THROTTLE = {"hw_slowdown": "hardware slowdown (power brake or overheatin
 
 _XID = FixStep(["sh", "-c", "dmesg | grep -iE 'NVRM|Xid' | tail -n 20"], root=True,
                note="the driver's kernel log says why")
+
+
+def _spec_source(row: Any) -> str | None:
+    """Where a GPU's peak figures were read (compat/gpus.toml `spec_source`, else the row's sources)."""
+    row = row or {}
+    return row.get("spec_source") or row.get("source2") or row.get("source")
 
 
 def label(g: dict[str, Any]) -> str:
@@ -139,7 +144,6 @@ def smoke_findings(results: dict[str, Any], matrix: Any) -> list[Finding]:
             out.append(_f("gpu.cuda_error", "warn", f"{label(g)}: releasing the test's resources failed: "
                           + ", ".join(g["cleanup_problems"]),
                           evidence=[Evidence("active.cleanup", g["cleanup_problems"], "libcuda")]))
-    out += multi_gpu_findings((results.get("global") or {}).get("multi_gpu"))
     return out + end_findings(results, AREA_SMOKE)
 
 
@@ -207,7 +211,7 @@ def performance(g: dict[str, Any], matrix: Any) -> list[Finding]:
         out.append(_rate(who, "device memory bandwidth (copy kernel)", g["device_gbs"], "GB/s", spec,
                          "NVIDIA's published peak" if spec else None, "memory",
                          [Evidence("smoke.device_gbs", round(g["device_gbs"], 1), "smoke:copy_v4 (read + write)"),
-                          *([Evidence("spec.memory_bandwidth_gbs", spec, row.get("source2") or row.get("source"))]
+                          *([Evidence("spec.memory_bandwidth_gbs", spec, _spec_source(row))]
                             if spec else [])],
                          _load_causes(g)))
     if g.get("fp32_tflops") is not None:
@@ -215,7 +219,7 @@ def performance(g: dict[str, Any], matrix: Any) -> list[Finding]:
         out.append(_rate(who, "FP32 throughput (FMA kernel)", g["fp32_tflops"], "TFLOP/s", spec,
                          "NVIDIA's published peak" if spec else None, "fp32",
                          [Evidence("smoke.fp32_tflops", round(g["fp32_tflops"], 2), "smoke:fma_loop"),
-                          *([Evidence("spec.fp32_tflops", spec, row.get("source2") or row.get("source"))]
+                          *([Evidence("spec.fp32_tflops", spec, _spec_source(row))]
                             if spec else [])],
                          _load_causes(g)))
     return out
@@ -325,7 +329,7 @@ def oom_findings(results: dict[str, Any], matrix: Any) -> list[Finding]:
     out = global_findings(results, AREA_OOM)
     for g in results.get("gpus", []):
         if g.get("refused"):
-            out.append(refused(g))
+            out.append(refused({**g, "nvml_error": (results.get("global") or {}).get("nvml_error")}))
             continue
         out += _gpu_errors(g, AREA_OOM)
         if g.get("total_allocatable") is not None and g.get("largest_block") is not None:
@@ -335,14 +339,36 @@ def oom_findings(results: dict[str, Any], matrix: Any) -> list[Finding]:
     return out + end_findings(results, AREA_OOM)
 
 
+# The OOM probe's idle allowance (doctor/active/gpu_child.py IDLE_USED_MIB / IDLE_USED_FRACTION), for the text.
+IDLE_TEXT = "512 MiB or 2 % of its memory, the driver's own reservation on an idle GPU"
+
+
 def refused(g: dict[str, Any]) -> Finding:
-    procs = (g.get("nvml_before") or {}).get("processes") or []
-    who = ", ".join(f"{p.get('name') or '?'} (pid {p.get('pid')}, "
-                    f"{_mib(p.get('used_bytes')) if p.get('used_bytes') is not None else '? MiB'})" for p in procs)
-    return _f("oom.refused", "warn", f"{label(g)}: the OOM probe did not run: {who} use(s) this GPU",
+    """Why the probe did not run. It runs only where the GPU's used memory is known to be about zero: another
+    container's job is invisible to NVML's process list, but not to its memory counter."""
+    before = g.get("nvml_before") or {}
+    procs = before.get("processes") or []
+    reason = g.get("refused_reason") or ("processes" if procs else "memory_unknown")
+    evidence = [Evidence("nvml.processes", before.get("processes"), "nvml:nvmlDeviceGetComputeRunningProcesses"),
+                Evidence("nvml.memory", {"total": before.get("memory_total"), "used": before.get("memory_used")},
+                         "nvml:nvmlDeviceGetMemoryInfo")]
+    if reason == "processes":
+        who = ", ".join(f"{p.get('name') or '?'} (pid {p.get('pid')}, "
+                        f"{_mib(p.get('used_bytes')) if p.get('used_bytes') is not None else '? MiB'})"
+                        for p in procs)
+        title = f"{label(g)}: the OOM probe did not run: {who} use(s) this GPU"
+    elif reason == "memory_in_use":
+        title = (f"{label(g)}: the OOM probe did not run: {_mib(before.get('memory_used'))} of "
+                 f"{_mib(before.get('memory_total'))} are in use, by processes NVML does not list (another "
+                 "container or user)")
+    else:
+        why = (g.get("nvml_error") or "NVML gave no reading of this GPU") if not before else \
+            "NVML does not report this GPU's memory use"
+        title = f"{label(g)}: the OOM probe did not run: whether another program uses this GPU is unknown ({why})"
+    return _f("oom.refused", "warn", title,
               "The probe takes every free byte of the GPU for a few seconds; a job running there could fail with "
-              "'out of memory' meanwhile.",
-              [Evidence("nvml.processes", procs, "nvml:nvmlDeviceGetComputeRunningProcesses")],
+              "'out of memory' meanwhile. It runs only where the GPU's used memory is known to be about zero (at "
+              f"most {IDLE_TEXT}).", evidence,
               "Run it when the GPU is idle, or add --force to run it anyway.", area=AREA_OOM)
 
 
@@ -474,7 +500,7 @@ def tensor_core_findings(who: str, gpu_name: str | None, rates: dict[str, Any] |
                           f"(compat/gpus.toml `{dtype}_tflops`), so the figure is shown as is: compare it with the "
                           "dense (not sparse) figure of the GPU's datasheet.", ev, area=area))
             continue
-        ev.append(Evidence(f"spec.{dtype}_tflops", peak, (row or {}).get("source2") or (row or {}).get("source")))
+        ev.append(Evidence(f"spec.{dtype}_tflops", peak, _spec_source(row)))
         ratio = value / peak
         title = f"{who}: {what} {_num(value, 'TFLOP/s')}, {ratio:.0%} of the tensor-core peak ({_num(peak, 'TFLOP/s')})"
         if ratio >= TENSOR_MIN_RATIO:

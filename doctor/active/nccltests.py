@@ -15,12 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from itertools import combinations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doctor.active.events import Event, Outcome, Progress
 from doctor.active.multigpu import expected_gbs
 from doctor.findings import Evidence, Finding, Fix, FixStep
-from doctor.host import Host
+
+if TYPE_CHECKING:
+    from doctor.host import Host
 
 AREA = "Multi-GPU (nccl-tests)"
 DEFAULT_TIMEOUT = 600.0
@@ -122,42 +124,68 @@ def nccl_findings(parsed: dict[str, Any], returncode: int | None, mg: dict[str, 
                f"{judged}{avg}", evidence=ev)]
 
 
+def record_findings(rec: dict[str, Any], mg: dict[str, Any] | None) -> list[Finding]:
+    """Pure: the findings of a recorded all_reduce_perf run (facts ``active.nccl_tests``), judged against the
+    links the smoke test's multi-GPU phase read (``mg``)."""
+    if rec.get("skipped"):
+        return [_f("multigpu.nccl", "info", f"nccl-tests skipped: {rec['skipped']}",
+                   "Level 3 runs nccl-tests' all_reduce_perf (github.com/NVIDIA/nccl-tests) across the tested GPUs "
+                   "when it is on PATH.")]
+    if rec.get("error"):
+        return [_f("multigpu.nccl_hang", "fail", f"all_reduce_perf did not finish: {rec['error']}",
+                   "An all-reduce that never completes: a peer link or NVSwitch fabric that does not deliver "
+                   "(fabric manager down, broken P2P).", [Evidence("all_reduce_perf.error", rec["error"],
+                                                                   "cmd:all_reduce_perf")])]
+    parsed = {"rows": [], "out_of_bounds": None, "avg_busbw": None, "old_format": False, **rec}
+    findings = nccl_findings(parsed, rec.get("returncode"), mg)
+    if not parsed["rows"]:
+        findings = [Finding(**{**f.__dict__, "evidence": [*f.evidence, Evidence(
+            "all_reduce_perf.output", rec.get("output"), "cmd:all_reduce_perf")]}) for f in findings]
+    return findings
+
+
 def nccl_events(host: Host, ngpus: int, mg: dict[str, Any] | None = None,
                 timeout: float = DEFAULT_TIMEOUT) -> Iterator[Event]:
     exe = "all_reduce_perf"
     if host.which(exe) is None:
-        yield _skipped("all_reduce_perf (nccl-tests) is not on PATH")
+        yield _outcome({"skipped": "all_reduce_perf (nccl-tests) is not on PATH"})
         return
     if ngpus < 2:
-        yield _skipped(f"needs ≥2 GPUs, {ngpus} tested")
+        yield _outcome({"skipped": f"needs ≥2 GPUs, {ngpus} tested"})
         return
     argv = [exe, "-b", "8", "-e", "1G", "-f", "2", "-g", str(ngpus)]
     yield Progress(None, f"{' '.join(argv)} (up to {timeout:g} s)")
     result = host.run(argv, timeout=timeout)
+    rec: dict[str, Any] = {"argv": argv, "returncode": result.returncode}
     if result.error:
-        finding = _f("multigpu.nccl_hang", "fail", f"all_reduce_perf did not finish: {result.error}",
-                     "An all-reduce that never completes: a peer link or NVSwitch fabric that does not deliver "
-                     "(fabric manager down, broken P2P).", [Evidence("all_reduce_perf.error", result.error,
-                                                                     "cmd:all_reduce_perf")])
-        yield Outcome("fail", finding.title, [finding], {"nccl_tests": {"argv": argv, "error": result.error}})
+        yield _outcome({**rec, "error": result.error}, mg)
         return
-    parsed = parse_all_reduce(result.stdout + "\n" + result.stderr)
-    findings = nccl_findings(parsed, result.returncode, mg)
+    text = result.stdout + "\n" + result.stderr
+    parsed = parse_all_reduce(text)
+    version = re.search(r"nccl-tests version (\S+)", text)
+    nccl = re.search(r"NCCL version (\S+)", text)
+    rec.update(version=version[1] if version else None, nccl_version=nccl[1] if nccl else None)
     if not parsed["rows"]:
-        tail = (result.stdout + result.stderr).strip()[-500:]
-        findings = [Finding(**{**f.__dict__, "evidence": [*f.evidence, Evidence("all_reduce_perf.output", tail,
-                                                                                "cmd:all_reduce_perf")]})
-                    for f in findings]
-    worst = "fail" if any(f.severity == "fail" for f in findings) else \
-        "warn" if any(f.severity == "warn" for f in findings) else "ok"
-    yield Outcome(worst, findings[0].title, findings, {"nccl_tests": {"argv": argv, **parsed}})
+        rec["output"] = (result.stdout + result.stderr).strip()[-500:]
+    yield _outcome({**rec, **parsed}, mg)
 
 
-def _skipped(reason: str) -> Outcome:
-    f = _f("multigpu.nccl", "info", f"nccl-tests skipped: {reason}",
-           "Level 3 runs nccl-tests' all_reduce_perf (github.com/NVIDIA/nccl-tests) across the tested GPUs when it "
-           "is on PATH.")
-    return Outcome("ok", f"nccl-tests: skipped ({reason})", [f], {"nccl_tests": {"skipped": reason}})
+def _outcome(rec: dict[str, Any], mg: dict[str, Any] | None = None) -> Outcome:
+    """The record judged with the multi-GPU facts of the smoke test that ran before (``mg``)."""
+    from doctor.active.record import outcome
+    from doctor.facts_active import ActiveFacts, MultiGpu, NcclTests, coerce
+
+    smoke = None
+    if mg is not None:
+        from doctor.facts_active import DriverTest
+
+        smoke = DriverTest(mode="smoke", multi_gpu=coerce(MultiGpu, mg))
+    summary = f"nccl-tests: skipped ({rec['skipped']})" if rec.get("skipped") else None
+    active = ActiveFacts(smoke=smoke, nccl_tests=coerce(NcclTests, rec))
+    out = outcome(active, {"nccl_tests": rec}, summary)
+    # Only the nccl-tests part is new: the smoke test's facts were recorded (and judged) by the smoke test.
+    findings = [f for f in out.findings if f.check == "active.nccl_tests"]
+    return Outcome(out.status, out.summary, findings, out.results, ActiveFacts(nccl_tests=active.nccl_tests))
 
 
 def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,

@@ -32,6 +32,13 @@ class Nvml:
         except Exception as exc:  # pynvml.NVMLError and its dynamic subclasses: the library's own text
             self.error = str(exc) or type(exc).__name__
 
+    def driver_version(self) -> str | None:
+        """nvmlSystemGetDriverVersion: the driver the test ran on ("550.54.15")."""
+        if self.n is None:
+            return None
+        value = _text(self._call(self.n.nvmlSystemGetDriverVersion))
+        return value if isinstance(value, str) else None
+
     def close(self) -> None:
         if self.n is not None:
             with contextlib.suppress(Exception):

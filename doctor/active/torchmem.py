@@ -12,9 +12,8 @@ from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import Any
 
-from doctor.active.events import Event, Outcome, Progress
+from doctor.active.events import Event, Progress
 from doctor.active.frameworks import FALLBACK, classify
-from doctor.active.runner import child_events
 from doctor.findings import Evidence, Finding, Fix
 
 DEFAULT_TIMEOUT = 120.0
@@ -67,6 +66,8 @@ def torch_events(pythons: Sequence[str], mode: str, spec: str | None = None, cap
     """mode: "oom", "batch" (with spec "MODULE:FACTORY" and cap) or "allreduce"."""
     import os
 
+    from doctor.active.runner import child_events
+
     runs = []
     for i, python in enumerate(pythons):
         yield Progress(i / len(pythons), f"torch ({mode}) in {python}")
@@ -81,13 +82,17 @@ def torch_events(pythons: Sequence[str], mode: str, spec: str | None = None, cap
             elif kind in ("exit", "hang"):
                 run["end"] = ev
         runs.append(run)
-    findings = [f for run in runs for f in judge(run, timeout)]
-    from doctor.active.gpu import status_of
+    from doctor.active.record import outcome
+    from doctor.facts_active import ActiveFacts, TorchRun, coerce
 
-    bad = [f for f in findings if f.severity in ("fail", "warn")]
     what = {"oom": "torch OOM probe", "batch": "batch-size probe", "allreduce": "NCCL all-reduce"}[mode]
-    summary = f"{what}: " + (bad[0].title if bad else "passed")
-    yield Outcome(status_of(findings), summary, findings, {"torch": runs})
+    records = [r for r in (coerce(TorchRun, run) for run in runs) if r is not None]
+    yield outcome(ActiveFacts(torch=records), {"torch": runs}, what=what)
+
+
+def record_findings(runs: list[dict[str, Any]]) -> list[Finding]:
+    """Pure: the findings of recorded torch runs (facts ``active.torch``, as plain dicts)."""
+    return [f for run in runs for f in judge(run, float((run.get("end") or {}).get("silent_for") or DEFAULT_TIMEOUT))]
 
 
 def _f(mode: str, code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctor.checks import compat, driver, environment, gpus, lifecycle, toolkit
+from doctor.checks import active, compat, driver, environment, gpus, lifecycle, toolkit
 from doctor.registry import Check
 
 REGISTRY: list[Check] = [
@@ -18,6 +18,7 @@ REGISTRY: list[Check] = [
     *compat.CHECKS_FRAMEWORK,
     *environment.ENV_CHECKS,
     *compat.CHECKS_IMAGE,
+    *active.CHECKS,
 ]
 
 

@@ -66,7 +66,7 @@ def _verdict(m: Matrix, facts: Facts, cuda: str) -> Verdict:
     compat = tuple(p.name for p in facts.driver.packages if p.name.startswith("cuda-compat"))
     # Under WSL2 the driver is the Windows one, and NVML reports its Windows version (e.g. 551.78).
     return driver_runs_cuda(m, _driver(facts), cuda, _segment(m, facts), compat, beliefs.of(facts).driver_cuda.value,
-                            windows=bool(facts.host.wsl))
+                            windows=beliefs.windows_driver(facts))
 
 
 def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Iterator[Finding]:

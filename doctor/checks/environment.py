@@ -415,7 +415,7 @@ def cuda_unavailable(facts: Facts, ctx: Context) -> Iterator[Finding]:
         m = ctx.matrix
         if p.cuda and isinstance(m, Matrix) and (drv or b.driver_cuda.value):
             v = driver_runs_cuda(m, drv, p.cuda if "." in p.cuda else f"{p.cuda}.0",
-                                 driver_api=b.driver_cuda.value, windows=bool(facts.host.wsl))
+                                 driver_api=b.driver_cuda.value, windows=beliefs.windows_driver(facts))
             if not v.ok and v.rule != "unknown":
                 causes.append(f"the driver is too old for its CUDA {p.cuda}: {v.explanation} "
                               "(see framework.cuda_newer_than_driver)")

@@ -46,6 +46,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.description = ("Probe this machine and write everything learned, nothing judged, as JSON (schema "
                          "gpu-doctor.facts/v1). `gpu-doctor check --facts FILE` diagnoses it anywhere.")
         p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+        p.add_argument("--smoke", action="store_true", help="also run the driver smoke test on every GPU and record "
+                       "what it measured (facts `active`); see `gpu-doctor smoke`")
+        p.add_argument("--oom", action="store_true", help="also run the OOM probe on every idle GPU and record it")
     add_probe_options(p)
 
 
@@ -122,7 +125,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     if args.list_checks:
         for c in REGISTRY:
-            print(f"{c.id:<34} {c.area:<20} {c.summary}")
+            codes = f" Codes: {', '.join(c.codes)}." if c.codes != (c.id,) else ""
+            print(f"{c.id:<34} {c.area:<20} {c.summary}{codes}")
         return EXIT_OK
     selected = None
     if args.checks:
@@ -230,6 +234,12 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from doctor.facts import facts_schema, validate
 
     facts = collect_from_args(args)
+    if args.smoke or args.oom:
+        if args.root:
+            raise UsageError("--smoke / --oom run on this machine's GPUs: not with --root")
+        from doctor.commands.smoke import record
+
+        facts = record(facts, args.smoke, args.oom)
     problems = validate(facts.to_dict(), facts_schema())
     if problems:  # our own output breaking our own contract is a bug, not user error
         raise RuntimeError(f"snapshot does not match its schema: {problems[0]}")

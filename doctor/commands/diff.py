@@ -11,7 +11,7 @@ from typing import Any
 from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
 
 MARKS = {"warn": "!", "fail": "✗"}
-AREAS = ("Host", "Driver", "GPUs", "CUDA toolkit", "cuDNN", "Python & frameworks", "Environment")
+AREAS = ("Host", "Driver", "GPUs", "CUDA toolkit", "cuDNN", "Python & frameworks", "Environment", "Active tests")
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:

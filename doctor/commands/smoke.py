@@ -39,6 +39,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     out.add_argument("-v", "--verbose", action="store_true", help="evidence and sources under each line")
     out.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     out.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr")
+    out.add_argument("--snapshot", metavar="FILE", help="also write the facts snapshot, with what the test measured "
+                     "(facts `active`), to FILE: `gpu-doctor check --facts FILE` judges it again anywhere")
     p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SEC",
                    help="watchdog: a step that reports nothing for SEC seconds is a hang (gpu.hang), and the test "
                    "process is killed (default: 30; with --framework the limit of each framework's run, default "
@@ -124,19 +126,22 @@ def _chain(*tests: Any) -> Any:
     called with the results so far and returns the test (a later test that depends on an earlier one)."""
     from doctor.active.events import Outcome
     from doctor.active.gpu import status_of
+    from doctor.facts_active import ActiveFacts
 
     findings: list[Any] = []
     results: dict[str, Any] = {}
+    active = ActiveFacts()
     summaries = []
     for test in tests:
         for ev in (test(results) if callable(test) else test):
             if isinstance(ev, Outcome):
                 findings += ev.findings
                 results.update(ev.results)
+                active = active.merged(ev.active)
                 summaries.append(ev.summary)
             else:
                 yield ev
-    yield Outcome(status_of(findings), "; ".join(summaries), findings, results)
+    yield Outcome(status_of(findings), "; ".join(summaries), findings, results, active)
 
 
 def _gpus(text: str) -> Any:
@@ -208,19 +213,16 @@ def _framework_events(args: argparse.Namespace) -> Any:
 def _report(name: str, args: argparse.Namespace, events: Any) -> int:
     from doctor.active.events import StderrProgress, last_outcome
     from doctor.commands.check import render_report
-    from doctor.engine import CheckResult, Report
     from doctor.host import Host
     from doctor.probes import collect
 
     outcome = last_outcome(events, StderrProgress(quiet=args.quiet))
     # The facts go into the report so it is the same document as `check --json`; they are collected after
-    # the test, so a GPU the test broke shows as broken.
-    facts = collect(Host(timeout=5.0))
-    area = outcome.findings[0].area if outcome.findings else name
-    from doctor.matrix import current
-
-    report = Report(facts=facts, findings=outcome.findings,
-                    checks=[CheckResult(name, area, outcome.summary, outcome.status)], matrix=current().describe())
+    # the test, so a GPU the test broke shows as broken. What the test measured is recorded in them.
+    facts = with_active(collect(Host(timeout=5.0)), outcome)
+    report = active_report(facts)
+    if getattr(args, "snapshot", None):
+        _write_snapshot(args.snapshot, facts)
     fmt = "json" if args.json else (args.format or "text")
     if fmt == "json":
         import json
@@ -234,3 +236,51 @@ def _report(name: str, args: argparse.Namespace, events: Any) -> int:
     if report.status == "fail" or (args.strict and report.status == "warn"):
         return EXIT_FAIL
     return EXIT_OK
+
+
+def with_active(facts: Any, outcome: Any) -> Any:
+    """The facts with what the test measured (an Outcome's ``active``) on top of what they recorded before."""
+    from dataclasses import replace
+    from datetime import datetime, timezone
+
+    from doctor.facts_active import ActiveFacts
+
+    if outcome.active is None:
+        return facts
+    stamp = ActiveFacts(recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return replace(facts, active=(facts.active or ActiveFacts()).merged(stamp.merged(outcome.active)))
+
+
+def active_report(facts: Any) -> Any:
+    """The report of the active-test checks on these facts: the same findings `check --facts` gives for them.
+    Checks with nothing recorded (not applicable) are left out of the list."""
+    from doctor.checks.active import CHECKS
+    from doctor.engine import Report, diagnose
+
+    full = diagnose(facts, checks=list(CHECKS))
+    ran = [c for c in full.checks if c.status != "not_applicable"]
+    return Report(facts=facts, findings=full.findings, checks=ran, matrix=full.matrix)
+
+
+def _write_snapshot(path: str, facts: Any) -> None:
+    from pathlib import Path
+
+    text = facts.to_json()
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        raise UsageError(f"--snapshot {path}: {exc.strerror or exc}") from None
+    print(f"gpu-doctor: wrote {path} ({len(text)} bytes)", file=sys.stderr)
+
+
+def record(facts: Any, smoke: bool, oom: bool, timeout: float | None = None, quiet: bool = False) -> Any:
+    """`gpu-doctor snapshot --smoke / --oom`: run the driver smoke test and/or the OOM probe on every GPU and
+    record what they measured in the snapshot (facts ``active``), nothing judged."""
+    from doctor.active.events import StderrProgress, last_outcome
+    from doctor.active.gpu import DEFAULT_TIMEOUT, Options, oom_events, smoke_events
+
+    opts = Options(timeout=timeout or DEFAULT_TIMEOUT)
+    for wanted, events in ((smoke, smoke_events), (oom, oom_events)):
+        if wanted:
+            facts = with_active(facts, last_outcome(events(opts), StderrProgress(quiet=quiet)))
+    return facts

@@ -74,6 +74,9 @@ def areas(report: Report) -> list[AreaView]:
         quiet = [c for c in report.checks if c.area == name and c.status in NOT_RUN]
         if not found and not any(c.area == name for c in report.checks):
             continue  # an area no check of this run belongs to (e.g. no --require gate given)
+        if name == "Active tests" and not found and all(c.status == "not_applicable"
+                                                        for c in report.checks if c.area == name):
+            continue  # run on request (`smoke`, `oom`): without a recorded test there is nothing to say
         out.append(AreaView(name, [f for f in found if f.severity in ("fail", "warn")],
                             [f for f in found if f.severity in ("ok", "info")], quiet))
     return out

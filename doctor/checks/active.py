@@ -1,0 +1,173 @@
+"""Active tests: what `smoke`, `oom` and the tools they hand over to measured (facts ``active``), judged.
+
+The rules themselves are pure functions beside the tests that measure (doctor/active/judge.py, multigpu.py,
+frameworks.py, torchmem.py, heavy.py, dcgm.py, nccltests.py); each check here hands them one recorded test
+as plain data, with the matrix's GPU specs. A snapshot without active results makes every one of these
+checks not applicable, so `check` on a machine where no test ran says nothing about them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from doctor.facts import Facts
+from doctor.facts_active import ActiveFacts, driver_results
+from doctor.findings import Finding
+from doctor.registry import Check, Context, NotApplicable, Skip, check
+
+AREA = "Active tests"
+
+
+def _catalog_codes() -> tuple[str, ...]:
+    """The finding codes a CUDA driver error or a framework's error text can become (the error catalogs)."""
+    from doctor.active.cuerrors import MEANINGS
+    from doctor.active.frameworks import FALLBACK, SIGNATURES
+
+    return tuple(sorted({m.code for m in MEANINGS.values()} | {s.code for s in (*SIGNATURES, FALLBACK)}))
+
+
+def _active(facts: Facts) -> ActiveFacts:
+    if facts.active is None:
+        raise NotApplicable("no active test was recorded (`gpu-doctor snapshot --smoke` / `--oom` record them)")
+    return facts.active
+
+
+def _plain(value: Any) -> Any:
+    return dataclasses.asdict(value)
+
+
+def _in_area(check_func: Any) -> Any:
+    """Every finding of an active-test check in the area "Active tests" (the judges name the test they come
+    from, "Smoke test", "OOM probe", …, when called on their own)."""
+    def wrapped(facts: Facts, ctx: Context) -> list[Finding]:
+        try:
+            found = list(check_func(facts, ctx))
+        except (TypeError, KeyError, ValueError, AttributeError, IndexError) as exc:
+            # The test process always reports these values; a snapshot that lacks them (written by hand, cut,
+            # or by another tool) cannot be judged — unknown, not a crash and not a verdict.
+            raise Skip(f"the recorded test is incomplete ({type(exc).__name__}: {exc})") from None
+        return [dataclasses.replace(f, area=AREA) for f in found]
+
+    wrapped.__name__ = check_func.__name__
+    wrapped.__doc__ = check_func.__doc__
+    return wrapped
+
+
+RUN_CODES = ("gpu.hang", "gpu.test_crashed", "gpu.no_cuda_device", "gpu.cuda_error")
+
+
+@check("active.smoke", AREA, "The driver-API smoke test: a context, PTX kernels with every element exact, copies, "
+       "memory bandwidth and FP32 near the GPU's and the link's peaks, no new ECC errors or slowdowns.",
+       codes=("gpu.smoke", "gpu.wrong_results", "gpu.underperforming", "gpu.hardware_fault", "gpu.throttling",
+              *RUN_CODES))
+def smoke(facts: Facts, ctx: Context) -> list[Finding]:
+    from doctor.active.judge import smoke_findings
+
+    test = _active(facts).smoke
+    if test is None:
+        raise NotApplicable("no smoke test was recorded")
+    return smoke_findings(driver_results(test), ctx.matrix)
+
+
+@check("active.oom", AREA, "The OOM probe: the largest block and the total a program can allocate against what NVML "
+       "says, recovery after running out of memory, every byte released; it refuses a GPU others may use.",
+       codes=("oom.refused", "oom.capacity", "oom.recovery", "oom.released", "gpu.wrong_results",
+              "gpu.hardware_fault", "gpu.throttling", *RUN_CODES))
+def oom(facts: Facts, ctx: Context) -> list[Finding]:
+    from doctor.active.judge import oom_findings
+
+    test = _active(facts).oom
+    if test is None:
+        raise NotApplicable("no OOM probe was recorded")
+    return oom_findings(driver_results(test), ctx.matrix)
+
+
+@check("active.multi_gpu", AREA, "Between the tested GPUs: NVLink links up, peer access where NVLink joins them, peer "
+       "copies intact and near the link's rate.",
+       codes=("multigpu.topology", "multigpu.nvlink_down", "multigpu.peer_access", "multigpu.peer_bandwidth",
+              "gpu.wrong_results", "gpu.cuda_error"))
+def multi_gpu(facts: Facts, ctx: Context) -> list[Finding]:
+    from doctor.active.multigpu import findings
+
+    test = _active(facts).smoke
+    if test is None or test.multi_gpu is None or len(test.multi_gpu.gpus) < 2:
+        raise NotApplicable("no multi-GPU test was recorded (it needs a smoke test of two or more GPUs)")
+    return findings(_plain(test.multi_gpu))
+
+
+@check("active.frameworks", AREA, "Each framework of the target environment computes a matrix product (and a cuDNN "
+       "convolution) on the GPU as the CPU does; its tensor cores reach their rate; its error text, classified.",
+       codes=("framework.gpu_smoke", "framework.hang", "framework.not_installed", "gpu.wrong_results",
+              "gpu.underperforming"))
+def frameworks(facts: Facts, ctx: Context) -> list[Finding]:
+    from doctor.active.frameworks import record_findings
+
+    test = _active(facts).frameworks
+    if test is None:
+        raise NotApplicable("no framework smoke test was recorded")
+    return record_findings(_plain(test), ctx.matrix)
+
+
+@check("active.torch", AREA, "torch in the target environment: its caching allocator after an OOM, the largest "
+       "batch a model fits, and an NCCL all-reduce across the GPUs with its bus bandwidth.",
+       codes=("oom.allocator", "oom.torch", "oom.released", "oom.recovery", "oom.batch_size",
+              "oom.batch_probe_failed", "multigpu.nccl", "multigpu.nccl_hang", "multigpu.nccl_failed",
+              "framework.hang", "framework.not_installed"))
+def torch(facts: Facts, ctx: Context) -> list[Finding]:
+    from doctor.active.torchmem import record_findings
+
+    runs = _active(facts).torch
+    if not runs:
+        raise NotApplicable("no torch test was recorded")
+    return record_findings([_plain(r) for r in runs])
+
+
+@check("active.gpu_burn", AREA, "gpu-burn's verdict per GPU, read from its output (it exits 0 for a FAULTY GPU).",
+       codes=("gpu.burn", "gpu.burn_faulty", "gpu.hang"))
+def gpu_burn(facts: Facts, ctx: Context) -> list[Finding]:
+    from doctor.active.heavy import record_findings
+
+    rec = _active(facts).gpu_burn
+    if rec is None:
+        raise NotApplicable("no gpu-burn run was recorded")
+    return record_findings(_plain(rec))
+
+
+@check("active.dcgm", AREA, "DCGM's `dcgmi diag`: every test passed; failures and warnings with DCGM's own message.",
+       codes=("gpu.dcgm", "gpu.dcgm_failed", "gpu.dcgm_warning", "gpu.hang"))
+def dcgm(facts: Facts, ctx: Context) -> list[Finding]:
+    from doctor.active.dcgm import record_findings
+
+    rec = _active(facts).dcgm
+    if rec is None:
+        raise NotApplicable("no DCGM diagnostic was recorded")
+    return record_findings(_plain(rec))
+
+
+@check("active.nccl_tests", AREA, "nccl-tests' all_reduce_perf: correct sums, and a bus bandwidth near the slowest "
+       "link the smoke test measured.",
+       codes=("multigpu.nccl", "multigpu.nccl_failed", "multigpu.nccl_wrong_results", "multigpu.nccl_bandwidth",
+              "multigpu.nccl_hang"))
+def nccl_tests(facts: Facts, ctx: Context) -> list[Finding]:
+    from doctor.active.nccltests import record_findings
+
+    active = _active(facts)
+    if active.nccl_tests is None:
+        raise NotApplicable("no nccl-tests run was recorded")
+    mg = active.smoke.multi_gpu if active.smoke is not None else None
+    return record_findings(_plain(active.nccl_tests), _plain(mg) if mg is not None else None)
+
+
+def _with_catalog(chk: Check, extra: tuple[str, ...] = ()) -> Check:
+    """The registered form of a check: its findings in the area "Active tests", its codes with what an error
+    catalog maps a driver or framework error to."""
+    return dataclasses.replace(chk, func=_in_area(chk.func), codes=tuple(dict.fromkeys((*chk.codes, *extra))))
+
+
+_CATALOG = _catalog_codes()
+CHECKS: list[Check] = [
+    _with_catalog(smoke, _CATALOG), _with_catalog(oom, _CATALOG), _with_catalog(multi_gpu),
+    _with_catalog(frameworks, _CATALOG), _with_catalog(torch, _CATALOG), _with_catalog(gpu_burn), _with_catalog(dcgm),
+    _with_catalog(nccl_tests),
+]

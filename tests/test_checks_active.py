@@ -1,0 +1,162 @@
+"""Tier 2: the active-test checks on hand-built facts (facts ``active``), no GPU and no child process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from factories import make_facts
+
+from doctor.checks import by_id
+from doctor.engine import diagnose
+from doctor.facts_active import (
+    ActiveEnd,
+    ActiveFacts,
+    ActiveGpu,
+    DcgmDiag,
+    DriverTest,
+    FrameworkTest,
+    GpuBurn,
+    MultiGpu,
+    NcclPlace,
+    NcclRow,
+    NcclTests,
+    NvmlReading,
+    PcieLink,
+    PeerCopy,
+    TorchRun,
+    Verified,
+)
+from doctor.findings import Finding
+
+A100 = "NVIDIA A100-SXM4-40GB"  # compat/gpus.toml: 1,555 GB/s, 19.5 FP32 TFLOP/s
+EXITED = ActiveEnd(event="exit", returncode=0)
+
+
+def run(check_id: str, **active: Any) -> tuple[str, list[Finding]]:
+    chk = by_id(check_id)
+    assert chk is not None
+    report = diagnose(make_facts(active=ActiveFacts(**active)), checks=[chk])
+    return report.checks[0].status, report.findings
+
+
+def driver_test(mode: str, *gpus: ActiveGpu, **kw: Any) -> DriverTest:
+    return DriverTest(mode=mode, gpus=list(gpus), done=True, end=EXITED, device_count=len(gpus), **kw)
+
+
+def gpu(**kw: Any) -> ActiveGpu:
+    return ActiveGpu(0, name=A100, **{"nvml_before": NvmlReading(name=A100), **kw})
+
+
+def titles(found: list[Finding], severity: str | None = None) -> list[str]:
+    return [f.title for f in found if severity is None or f.severity == severity]
+
+
+def test_active_checks_are_not_applicable_without_recorded_tests() -> None:
+    report = diagnose(make_facts())
+    assert {c.id: c.status for c in report.checks if c.id.startswith("active.")} == dict.fromkeys(
+        ("active.smoke", "active.oom", "active.multi_gpu", "active.frameworks", "active.torch", "active.gpu_burn",
+         "active.dcgm", "active.nccl_tests"), "not_applicable")
+
+
+def test_smoke_judges_memory_bandwidth_and_fp32_against_the_matrix_peaks() -> None:
+    status, found = run("active.smoke", smoke=driver_test("smoke", gpu(device_gbs=700.0, fp32_tflops=18.5,
+                                                                saxpy=Verified(1 << 20, 0))))
+    assert status == "warn"
+    assert titles(found, "warn") == [f"GPU 0 ({A100}): device memory bandwidth (copy kernel) 700 GB/s: only 45% of "
+                                     "NVIDIA's published peak (1,555 GB/s)"]
+    assert f"GPU 0 ({A100}): FP32 throughput (FMA kernel) 18.5 TFLOP/s, 95% of NVIDIA's published peak " \
+           "(19.5 TFLOP/s)" in titles(found, "ok")
+    assert {f.check for f in found} == {"active.smoke"}
+
+
+def test_smoke_fails_on_a_wrong_element_and_new_uncorrectable_ecc_errors() -> None:
+    g = gpu(saxpy=Verified(1 << 20, 1), nvml_before=NvmlReading(name=A100, ecc_uncorrected=0),
+            nvml_after=NvmlReading(name=A100, ecc_uncorrected=2))
+    status, found = run("active.smoke", smoke=driver_test("smoke", g))
+    assert status == "fail"
+    assert {f.code for f in found if f.severity == "fail"} == {"gpu.wrong_results", "gpu.hardware_fault"}
+
+
+def test_smoke_hang_names_the_step_and_the_gpu() -> None:
+    t = DriverTest(mode="smoke", gpus=[gpu()], last_step="FP32 throughput (FMA kernel)", last_step_gpu=0,
+                   end=ActiveEnd(event="hang", silent_for=30.0, reaped=True))
+    _status, found = run("active.smoke", smoke=t)
+    assert titles(found, "fail") == [f"GPU 0 ({A100}) hung: 'FP32 throughput (FMA kernel)' did not finish within "
+                                     "30 s; the doctor stopped the test"]
+
+
+def test_oom_refusal_says_why_for_unknown_memory_use() -> None:
+    g = ActiveGpu(0, name="NVIDIA A10", refused=True, refused_reason="memory_unknown")
+    _status, found = run("active.oom", oom=driver_test("oom", g, nvml_error="Driver Not Loaded"))
+    assert titles(found) == ["GPU 0 (NVIDIA A10): the OOM probe did not run: whether another program uses this GPU "
+                             "is unknown (Driver Not Loaded)"]
+
+
+def test_multi_gpu_slow_peer_copy_warns_against_the_pcie_link() -> None:
+    link = PcieLink(4, 16, 4, 16)
+    mg = MultiGpu(gpus=[0, 1], topology={"0-1": 10}, pcie={"0": link, "1": link},
+                  can_access_peer={"0>1": True, "1>0": True},
+                  copies={"0>1": PeerCopy(1 << 28, 50.0, 5.0, True), "1>0": PeerCopy(1 << 28, 12.0, 22.0, True)})
+    status, found = run("active.multi_gpu", smoke=driver_test("smoke", gpu(), ActiveGpu(1), multi_gpu=mg))
+    assert status == "warn"
+    assert titles(found, "warn") == ["GPU 0 → GPU 1: peer copy 5.0 GB/s: only 16% of the PCIe gen 4 x16 link "
+                                     "(31.5 GB/s)"]
+
+
+def test_frameworks_without_any_installed_warn() -> None:
+    status, found = run("active.frameworks", frameworks=FrameworkTest(pythons=["/venv/bin/python"],
+                                                                       requested=["torch", "jax"]))
+    assert (status, titles(found)) == ("warn", ["No framework (torch, tensorflow, jax, cupy) is installed in "
+                                                "/venv/bin/python"])
+
+
+def test_torch_nccl_hang_is_a_failure() -> None:
+    run_ = TorchRun("allreduce", "/venv/bin/python", last_step="all_reduce 256 MiB",
+                    end=ActiveEnd(event="hang", silent_for=120.0, reaped=True))
+    _status, found = run("active.torch", torch=[run_])
+    assert [(f.code, f.severity) for f in found] == [("framework.hang", "fail")]
+
+
+def test_gpu_burn_exit_0_with_a_faulty_gpu_fails() -> None:
+    status, found = run("active.gpu_burn", gpu_burn=GpuBurn(seconds=60, returncode=0, tested=2,
+                                                            verdicts={"0": "OK", "1": "FAULTY"}))
+    assert status == "fail"
+    assert titles(found) == ["GPU 1: gpu-burn found wrong results (FAULTY) under load although it exited 0"]
+
+
+def test_gpu_burn_not_installed_is_information() -> None:
+    status, found = run("active.gpu_burn", gpu_burn=GpuBurn(skipped="is not installed"))
+    assert (status, titles(found)) == ("info", ["gpu-burn is not installed: the stress test was skipped"])
+
+
+def test_dcgm_without_a_table_keeps_its_output_as_evidence() -> None:
+    _status, found = run("active.dcgm", dcgm=DcgmDiag(level=1, returncode=1, output="Error: unable to connect"))
+    (f,) = found
+    assert f.code == "gpu.dcgm_failed"
+    assert {e.fact: e.value for e in f.evidence}["dcgmi.output"] == "Error: unable to connect"
+
+
+def test_nccl_tests_bus_bandwidth_is_judged_against_the_smoke_tests_links() -> None:
+    link = PcieLink(4, 16, 4, 16)
+    mg = MultiGpu(gpus=[0, 1], topology={"0-1": 10}, pcie={"0": link, "1": link})
+    row = NcclRow(1 << 30, 1 << 28, "float", "sum", -1, NcclPlace(1e5, 5.0, 5.0, 0), NcclPlace(1e5, 5.0, 5.0, 0))
+    status, found = run("active.nccl_tests", smoke=driver_test("smoke", gpu(), ActiveGpu(1), multi_gpu=mg),
+                        nccl_tests=NcclTests(rows=[row], out_of_bounds=0, old_format=False, returncode=0))
+    assert status == "warn"
+    assert [f.code for f in found] == ["multigpu.nccl_bandwidth"]
+
+
+def test_an_incomplete_recorded_test_is_skipped_not_crashed() -> None:
+    from doctor.checks.active import CHECKS
+    from doctor.facts_active import DcgmMessage, DcgmTest, NcclTests, PeerCopy
+
+    partial = ActiveFacts(
+        smoke=DriverTest(mode="smoke", gpus=[ActiveGpu(0, saxpy=Verified(), h2d_gbs=5.0)],
+                         multi_gpu=MultiGpu(gpus=[0, 1], copies={"x": PeerCopy(gbs=3.0)})),
+        oom=DriverTest(mode="oom", gpus=[ActiveGpu(0, largest_block=5, total_allocatable=10, recovery=Verified())]),
+        dcgm=DcgmDiag(tests=[DcgmTest(messages=[DcgmMessage()])]), nccl_tests=NcclTests(rows=[NcclRow()]))
+    report = diagnose(make_facts(active=partial), checks=list(CHECKS))
+    statuses = {c.id: c.status for c in report.checks}
+    assert "crashed" not in statuses.values()
+    assert statuses["active.smoke"] == "skipped"
+    assert next(c.reason for c in report.checks if c.id == "active.smoke").startswith("the recorded test is incomplete")
