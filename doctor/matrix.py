@@ -25,7 +25,7 @@ else:  # pragma: no cover - Python 3.10
 
 Row = dict[str, Any]
 STALE_DAYS = 90  # `gpu-doctor matrix` warns when the data's oldest review is older than this
-FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid", "errors")
+FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid", "errors", "images")
 
 
 def vtuple(version: str | None) -> tuple[int, ...]:

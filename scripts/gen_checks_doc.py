@@ -152,6 +152,8 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
     "toolkit.host_compiler_unsupported": ("gcc 14 with CUDA 12.4", make_facts(host__gcc="14.2.0")),
     "image.min_host_driver": ("`check --static` on an image with torch cu124 and CUDA 12.4 (static only)", make_facts(
         gpus=[], toolkits=_tk("12.4.1"))),
+    "image.env_blocks_gpu": ("`check --dockerfile` on an image with ENV NVIDIA_DRIVER_CAPABILITIES=utility (static "
+                             "only)", make_facts(gpus=[], env__NVIDIA_DRIVER_CAPABILITIES="utility")),
     "driver.missing": ("a GPU on the PCI bus, no driver", make_facts(
         driver__userspace=None, driver__kernel_module=None, driver__packages=[], driver__cuda_driver_api=None,
         driver__module_loaded=False, loader__libcuda=None,

@@ -393,3 +393,12 @@ def test_native_windows_reports_are_judged_against_windows_driver_minimums() -> 
     facts = make_facts(host__os_id="windows", host__wsl=False)
     assert beliefs.windows_driver(facts)
     assert not beliefs.windows_driver(make_facts())
+
+
+def test_a_runtime_only_toolkit_newer_than_the_driver_is_not_warned_about_ptx() -> None:
+    # a runtime image (no nvcc) compiles nothing: minor-version compatibility is all it needs
+    facts = make_facts(driver__kernel_module="535.104.05", driver__userspace="535.104.05",
+                       driver__cuda_driver_api="12.2",
+                       toolkits=[Toolkit("/usr/local/cuda-12.4", "12.4.1", None, "path")])
+    found = [f for f in diagnose(facts).findings if f.code == "driver.too_old_for_cuda_runtime"]
+    assert [f.severity for f in found] == ["ok"]

@@ -65,6 +65,8 @@ ISSUE_CODES = {
     # the active-tests issue: what smoke / oom and the tools they hand over to recorded in the facts
     "active.smoke", "active.oom", "active.multi_gpu", "active.frameworks", "active.torch", "active.gpu_burn",
     "active.dcgm", "active.nccl_tests",
+    # Dockerfiles, Prometheus, Kubernetes labels (issue 16)
+    "image.env_blocks_gpu",
 }
 
 
@@ -114,7 +116,7 @@ def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> N
         "driver.forward_compat",  # the driver's own libcuda is in use
         "toolkit.cuda_home_invalid",  # CUDA_HOME is not set
         "framework.cuda_unavailable",  # only with --deep
-        "image.min_host_driver",  # only with --static
+        "image.min_host_driver", "image.env_blocks_gpu",  # only with --static
         # the healthy host's R550 is only in NVIDIA's undated list of ended branches (checks/lifecycle.py)
         "driver.branch_eol"}
 

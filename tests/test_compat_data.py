@@ -22,6 +22,7 @@ TABLES: dict[str, list[str]] = {
     "cupy": ["cupy"],
     "xid": ["xid"],
     "errors": ["signature"],
+    "images": ["tag_scheme", "ngc_pytorch", "base_env"],
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctor.checks import active, compat, driver, environment, gpus, lifecycle, toolkit
+from doctor.checks import active, compat, driver, environment, gpus, image, lifecycle, toolkit
 from doctor.registry import Check
 
 REGISTRY: list[Check] = [
@@ -17,6 +17,7 @@ REGISTRY: list[Check] = [
     *environment.FRAMEWORK_CHECKS,
     *compat.CHECKS_FRAMEWORK,
     *environment.ENV_CHECKS,
+    *image.CHECKS,
     *compat.CHECKS_IMAGE,
     *active.CHECKS,
 ]

@@ -83,7 +83,8 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
                     *row_evidence(v.rows)]
         if v.rule == "unknown":
             raise Skip(v.explanation)
-        if v.ok and kind == "toolkit" and v.rule == "minor-version":
+        compiles = any(t.nvcc_version for t in facts.toolkits if who.endswith(f" at {t.root}"))
+        if v.ok and kind == "toolkit" and v.rule == "minor-version" and compiles:
             # Same major, older driver: SASS runs, but PTX this toolkit emits (nvcc compute_XX, XLA's ptxas,
             # Triton, JIT) is newer than the driver can JIT.
             api = beliefs.of(facts).driver_cuda.value

@@ -16,9 +16,12 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                          "finding grouped by area. Never changes the system, never uses the network.")
         p.add_argument("checks", nargs="*", metavar="CHECK_ID", help="run only these checks (ids from --list-checks)")
         out = p.add_argument_group("output")
-        out.add_argument("--format", choices=("text", "json", "junit", "markdown"), default=None,
+        out.add_argument("--format", choices=("text", "json", "junit", "markdown", *EXTRA_FORMATS), default=None,
                          help="text (default; for people), json (schema gpu-doctor.report/v1), junit (each check a "
-                         "test case, for CI), markdown (for an issue; facts in a collapsible block)")
+                         "test case, for CI), markdown (for an issue; facts in a collapsible block), github (GitHub "
+                         "Actions annotations), prometheus (metrics gpu_doctor_*), nfd (Node Feature Discovery labels)")
+        out.add_argument("--output", metavar="PATH", help="write the report to PATH atomically instead of standard "
+                         "output (node_exporter's textfile directory for prometheus, NFD's features.d for nfd)")
         out.add_argument("--json", action="store_true", help="the same as --format json")
         out.add_argument("-v", "--verbose", action="store_true",
                          help="show the evidence and source under each line, checks that did not run, probe errors")
@@ -31,6 +34,14 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                           help="judge an image build, where no GPU or driver is attached: only the image's own "
                           "consistency is checked, the missing driver is not a failure, and the minimum host driver "
                           "the image needs is printed")
+        gate.add_argument("--dockerfile", metavar="PATH",
+                          help="judge the image a Dockerfile builds, without building it: its base image, pip / "
+                          "conda installs and ENV lines become the facts of --static (implied); findings point at "
+                          "their line. - reads standard input (the build context is then the current directory)")
+        gate.add_argument("--build-arg", metavar="NAME=VALUE", action="append", default=[],
+                          help="with --dockerfile: a build argument, as for `docker build` (repeatable)")
+        gate.add_argument("--context", metavar="DIR", help="with --dockerfile: the build context requirements files "
+                          "and projects are read from, as `docker build DIR` (default: the Dockerfile's directory)")
         gate.add_argument("--target-gpu", metavar="NAME", help='with --static: the GPU the image will run on '
                           '(e.g. "H100 80GB HBM3"), for the arch checks')
         gate.add_argument("--target-cc", metavar="X.Y", help="with --static: the compute capability instead of a name")
@@ -140,9 +151,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("--facts and --from-collect-env replay a recorded machine: "
                          "--root, --python and --deep do not apply")
     requirements = _requirements(args.require)
+    if (getattr(args, "build_arg", None) or getattr(args, "context", None)) and not getattr(args, "dockerfile", None):
+        raise UsageError("--build-arg and --context describe a Dockerfile's build: add --dockerfile")
+    image = dockerfile_image(args) if getattr(args, "dockerfile", None) else None
+    if image is not None:
+        args.static = True
     if not args.static and (args.target_gpu or args.target_cc or args.host_driver):
         raise UsageError("--target-gpu, --target-cc and --host-driver describe an image's future host: add --static")
-    if args.collect_env:
+    if image is not None:
+        facts = image.facts
+    elif args.collect_env:
         facts = facts_from_collect_env(args.collect_env)
     else:
         facts = load_facts_file(args.facts) if args.facts else collect_from_args(args)
@@ -164,8 +182,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         from doctor.require import evaluate
 
         report = report.with_findings(evaluate(facts, requirements))
+    if image is not None:
+        from doctor.dockerfile import locate
+
+        report = locate(report, image)
     fmt = "json" if args.json else (args.format or "text")
-    sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict))
+    if getattr(args, "output", None):
+        write_report(report, fmt, args.output, strict=args.strict)
+    else:
+        sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict))
     if report.status == "fail" or (args.strict and report.status == "warn"):
         return EXIT_FAIL
     if report.status == "unknown":
@@ -173,7 +198,53 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+EXTRA_FORMATS = ("github", "prometheus", "nfd")
+
+
+def dockerfile_image(args: argparse.Namespace) -> Any:
+    """The Dockerfile named by --dockerfile, read as the facts of the image it builds."""
+    if args.facts or args.collect_env or args.root or args.python or args.deep:
+        raise UsageError("--dockerfile describes the image to judge: --facts, --from-collect-env, --root, "
+                         "--python and --deep do not apply")
+    build_args = {}
+    for item in args.build_arg:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise UsageError(f"--build-arg {item!r}: NAME=VALUE")
+        build_args[name] = value
+    from doctor.dockerfile import DockerfileError, read
+
+    context = Path(args.context) if getattr(args, "context", None) else None
+    if context is not None and not context.is_dir():
+        raise UsageError(f"--context {args.context}: not a directory")
+    try:
+        return read(args.dockerfile, build_args=build_args, context=context)
+    except DockerfileError as exc:
+        raise UsageError(f"--dockerfile {exc}") from None
+
+
+def write_report(report: Any, fmt: str, path: str, strict: bool = False) -> None:
+    """--output: the report written atomically (a temporary dot-file renamed over PATH), as the
+    node_exporter textfile collector and NFD's features.d readers need."""
+    from doctor.render.files import OutputError, write_atomic
+
+    try:
+        if fmt == "prometheus":
+            from doctor.render.prometheus import write_textfile
+
+            write_textfile(report, path)
+        else:
+            write_atomic(path, render_report(report, fmt, strict=strict))
+    except OutputError as exc:
+        raise UsageError(f"--output {exc}") from None
+    print(f"gpu-doctor: wrote {path}", file=sys.stderr)
+
+
 def render_report(report: Any, fmt: str, verbose: bool = False, strict: bool = False) -> str:
+    if fmt in EXTRA_FORMATS:
+        from doctor.render.files import render_extra
+
+        return render_extra(report, fmt, strict=strict)
     if fmt == "json":
         import json
 

@@ -37,18 +37,45 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_const", const="json", dest="format", default="text",
                      help="print the fleet as JSON (same as --format json)")
-    out.add_argument("--format", choices=("text", "json", "markdown"), default="text",
-                     help="text (default), json, or markdown (for an issue or a wiki page)")
+    out.add_argument("--format", choices=("text", "json", "markdown", "prometheus"), default="text",
+                     help="text (default), json, markdown (for an issue or a wiki page), or prometheus (metrics "
+                     "gpu_doctor_node_*, one series per node)")
+    p.add_argument("--output", metavar="PATH", help="write to PATH atomically instead of standard output (for "
+                   "prometheus: a node_exporter textfile-collector file)")
     p.add_argument("--strict", action="store_true", help="exit 1 on warnings and outliers too")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                    help=f"processes reading the files (default: one per CPU from {PARALLEL_MIN} files on)")
+
+
+def _write(fleet: Fleet, fmt: str, output: str | None) -> None:
+    """--format prometheus and --output: prometheus_client's exposition, or any format, written atomically."""
+    from doctor.render.files import OutputError, write_atomic
+
+    try:
+        if fmt == "prometheus":
+            from doctor.render.prometheus import render_fleet, write_textfile
+
+            if output is None:
+                sys.stdout.write(render_fleet(fleet))
+                return
+            write_textfile(fleet, output, fleet=True)
+        else:
+            text = json.dumps(fleet.to_dict(), indent=2) + "\n" if fmt == "json" else (
+                render_markdown(fleet) if fmt == "markdown" else render_text(fleet, colour=False))
+            write_atomic(output or "-", text)
+    except OutputError as exc:
+        raise UsageError(f"--output {exc}") from None
+    if output:
+        print(f"gpu-doctor: wrote {output}", file=sys.stderr)
 
 
 def run(name: str, args: argparse.Namespace) -> int:
     if args.jobs < 0:
         raise UsageError(f"--jobs {args.jobs}: must be 0 (automatic) or more")
     fleet = load_fleet(args.paths, jobs=args.jobs)
-    if args.format == "json":
+    if getattr(args, "output", None) or args.format == "prometheus":
+        _write(fleet, args.format, getattr(args, "output", None))
+    elif args.format == "json":
         sys.stdout.write(json.dumps(fleet.to_dict(), indent=2) + "\n")
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(fleet))
