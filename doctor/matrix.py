@@ -346,8 +346,9 @@ def bundled() -> Matrix:
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             problems.append(f"compat/{name}.toml: {exc}")
             data[name] = {}
-    # The data is as fresh as its least recently reviewed file.
-    reviewed = min((str(d.get("reviewed")) for d in data.values() if d.get("reviewed")), default=None)
+    # The header names the newest review; `gpu-doctor matrix` also states the oldest (Matrix.oldest_review) and
+    # warns when that one is more than STALE_DAYS old.
+    reviewed = max((str(d.get("reviewed")) for d in data.values() if d.get("reviewed")), default=None)
     return Matrix(data=data, origin="bundled", reviewed=reviewed, problems=problems)
 
 

@@ -204,7 +204,7 @@ def test_matrix_states_its_review_date_and_warns_when_old() -> None:
     from doctor.matrix import Matrix
 
     m = bundled()
-    assert m.reviewed == m.oldest_review and m.oldest_review
+    assert m.oldest_review and m.reviewed and m.oldest_review <= m.reviewed
     assert m.staleness(dt.date.fromisoformat(m.oldest_review) + dt.timedelta(days=90)) is None
     old = Matrix(data={"cuda": {"reviewed": "2026-01-02"}, "gpus": {"reviewed": "2026-11-22"}})
     warning = old.staleness(dt.date(2026, 11, 23))
@@ -215,7 +215,8 @@ def test_matrix_command_shows_the_review_date(capsys: pytest.CaptureFixture[str]
     import json
 
     out = _cli(["matrix", "cuda", "12.4"], capsys)
-    assert f"reviewed {bundled().oldest_review}" in out.splitlines()[0]
+    assert f"reviewed {bundled().reviewed}" in out.splitlines()[0]
+    assert f"data reviewed: {bundled().oldest_review} (oldest file)" in out
     data = json.loads(_cli(["matrix", "cuda", "12.4", "--json"], capsys))
     assert data["reviewed"] == bundled().oldest_review and "stale_warning" in data
 

@@ -76,6 +76,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     answer["reviewed"] = m.oldest_review
     answer["stale_warning"] = m.staleness()
     lines = TEXT[args.what](answer)
+    lines.append(f"  data reviewed: {m.oldest_review or 'unknown'} (oldest file) to {m.reviewed or 'unknown'}")
     if answer["stale_warning"]:
         lines.append(f"  warning: {answer['stale_warning']}")
     _print(answer, args.json, lines)
