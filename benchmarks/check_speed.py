@@ -4,8 +4,11 @@
 Prints the median wall time and peak RSS of each (measured in the same run, same machine), the
 ratio, and whether `check` imported any framework. Targets (issue 2): ratio <= 0.2, <= 60 MB RSS.
 
-Usage: python benchmarks/check_speed.py [--runs N] [--torch-python PATH]
-The torch interpreter defaults to the test suite's cached venv with torch 2.13.0 (CPU).
+Usage, with the installed gpu-doctor's interpreter (README: scripts/install):
+    ~/.local/share/gpu-doctor/bin/python benchmarks/check_speed.py [--runs N] [--torch-python PATH]
+The torch interpreter defaults to the test suite's cached venv with torch 2.13.0 (CPU). What is timed is the
+whole command (interpreter start, imports, every probe); every child runs outside the repository, so the
+source tree never shadows the installed package.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TORCH = REPO / ".cache/test-envs/torch2.13.0-cpu-cudnn9.28/bin/python"
+OUTSIDE = tempfile.gettempdir()  # the children's working directory: the repository would shadow doctor
 
 
 def measure(argv: list[str], runs: int, env: dict[str, str]) -> tuple[float, float]:
@@ -29,7 +34,7 @@ def measure(argv: list[str], runs: int, env: dict[str, str]) -> tuple[float, flo
     for _ in range(runs):
         # Peak RSS of one child: wait4 reports ru_maxrss of that child alone (KiB on Linux).
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=OUTSIDE)
         _pid, _status, usage = os.wait4(proc.pid, 0)
         times.append(time.perf_counter() - start)
         peaks.append(usage.ru_maxrss / 1024)
@@ -40,7 +45,8 @@ def imported_frameworks(env: dict[str, str]) -> list[str]:
     code = ("import sys, io, contextlib\nfrom doctor.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    main(['check', '--json'])\n"
             "print(','.join(m for m in ('torch','tensorflow','jax','textual','requests') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=OUTSIDE)
     return [m for m in out.stdout.strip().split(",") if m]
 
 

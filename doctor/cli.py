@@ -51,8 +51,8 @@ def positive_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds, got {text}")
+    if not 0 < value <= 3600:  # 0 would time every command out at once; NaN fails both comparisons
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds, got {text}")
     return value
 
 
@@ -63,8 +63,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Checks whether this machine's NVIDIA driver, CUDA toolkit, cuDNN and ML frameworks fit "
         "together and work, and says how to fix what does not. `check` is read-only and offline.",
         epilog="Exit codes: 0 no failure, 1 at least one failure (--strict: or warning), 2 usage or input "
-        "error, 3 internal error. `gpu-doctor` alone runs `check`. Run `gpu-doctor COMMAND --help` for a "
-        "command's options.",
+        "error, 3 internal error. `gpu-doctor` alone opens the interactive view (`tui`) when standard input and "
+        "output are a terminal, and runs `check` otherwise (piped, redirected, cron, CI). Run `gpu-doctor COMMAND "
+        "--help` for a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"gpu-doctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -76,9 +77,28 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:  # everything, the parser's imports included: Ctrl-C at any moment is one line, never a traceback
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler and sys.argv and \
+                os.path.basename(sys.argv[0]) == "gpu-doctor":
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, KeyboardInterrupt below
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("gpu-doctor: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv and sys.stdin.isatty() and sys.stdout.isatty():
         argv = ["tui"]  # `gpu-doctor` alone on a terminal opens the TUI; piped or redirected, it runs check
+    if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
+        guess = _misspelt_command(argv[0])
+        if guess:
+            print(f"gpu-doctor: error: unknown command {argv[0]!r}: did you mean `gpu-doctor {guess}`? "
+                  "(`gpu-doctor --help` lists the commands)", file=sys.stderr)
+            return EXIT_USAGE
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["check", *argv]  # `gpu-doctor` alone, or with check's options, means `check`
     name = argv[0] if argv[0] in COMMANDS else None
@@ -88,9 +108,6 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"gpu-doctor: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("gpu-doctor: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:
@@ -99,6 +116,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu-doctor: internal error: {type(exc).__name__}: {exc} (set GPU_DOCTOR_DEBUG=1 for the "
               "traceback, and please report it)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _misspelt_command(word: str) -> str | None:
+    """The command a word that is neither a command nor a check id was probably meant to be."""
+    import difflib
+
+    guess = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.75)
+    if not guess:
+        return None
+    from doctor.checks import by_id
+
+    return None if by_id(word) is not None else guess[0]
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from doctor.facts import Facts
@@ -80,8 +81,27 @@ def diagnose(facts: Facts, checks: list[Check] | None = None, ctx: Context | Non
         status, reason, found = chk.run(facts, ctx)
         findings += found
         results.append(CheckResult(chk.id, chk.area, chk.summary, status, reason))
+    if not collected_by_probes(facts):
+        results = [replace(r, reason=replayed_reason(r.reason)) if r.status == "skipped" else r for r in results]
     matrix = ctx.matrix.describe() if hasattr(ctx.matrix, "describe") else None
     return Report(facts=facts, findings=findings, checks=results, matrix=matrix)
+
+
+def collected_by_probes(facts: Facts) -> bool:
+    """Were these facts probed on a machine (live or a snapshot), not parsed from a pasted report?"""
+    return str(facts.sources.get("driver", "")).startswith("probes:")
+
+
+# A skip reason that names where this machine's probes look: true of a probed machine, wrong for a report.
+_LOCAL_PROBE = re.compile(r"/proc|/sys|/lib/modules|EFI|mokutil|NVML|nvidia-smi|not probed|unreadable|readable")
+
+
+def replayed_reason(reason: str | None) -> str | None:
+    """A skip reason as it reads for facts parsed from a report: the report did not say, no probe failed."""
+    if not reason or "report" in reason or not _LOCAL_PROBE.search(reason):
+        return reason
+    base = re.sub(r"\s*\([^()]*\)", lambda m: "" if _LOCAL_PROBE.search(m.group(0)) else m.group(0), reason)
+    return f"not in the report: {base.strip()}"
 
 
 def generate_report_schema() -> dict[str, Any]:

@@ -22,7 +22,33 @@ class Evidence:
 
     def line(self) -> str:
         src = f"  [{self.source}]" if self.source else ""
-        return f"{self.fact} = {self.value!r}{src}"
+        shown = "not set" if self.value is None and self.fact.startswith("env.") else value_text(self.value)
+        return f"{self.fact} = {shown}{src}"
+
+
+def value_text(value: Any) -> str:
+    """A fact's value in words for people: no Python reprs (None, True, LibRef(...)) in any output.
+
+    Unknown is "unknown"; a string with control characters (terminal escapes) is shown escaped, never raw.
+    """
+    from dataclasses import fields, is_dataclass
+
+    if value is None:
+        return "unknown"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        if not value:
+            return "(empty)"
+        return value if value.isprintable() else value.encode("unicode_escape").decode("ascii")
+    if is_dataclass(value) and not isinstance(value, type):
+        parts = [(f.name, getattr(value, f.name)) for f in fields(value)]
+        return ", ".join(f"{k} {value_text(v)}" for k, v in parts if v not in (None, [], {}, ""))
+    if isinstance(value, dict):
+        return ", ".join(f"{value_text(k)}={value_text(v)}" for k, v in value.items()) or "none"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(value_text(v) for v in value) or "none"
+    return value_text(str(value))
 
 
 @dataclass(frozen=True)

@@ -440,9 +440,17 @@ def _against_majority(nodes: list[Node], kind: str, attr: str, describe: Any) ->
         return [Outlier(kind, "warn", f"{describe(v)}{f' on {len(names)} nodes' if len(names) > 1 else ''}, while "
                         f"{len(top_nodes)} of {total} nodes have {describe(top)}", tuple(names), _text(v), _text(top))
                 for v, names in by_value.items() if v != top]
-    return [Outlier(kind, "warn", f"{describe(v)} on {len(names)} of {total} nodes (no majority: {len(by_value)} "
-                    "different values)", tuple(names), _text(v))
-            for v, names in sorted(by_value.items(), key=lambda kv: -len(kv[1]))]
+    # No majority: no node is the odd one out, so none is listed as an outlier. One line per axis says the
+    # fleet is split, and how (7 nodes on 7 drivers is one fact, not 7 outliers).
+    variants = sorted(by_value.items(), key=lambda kv: (-len(kv[1]), natural_key(kv[1][0])))
+    shown = "; ".join(f"{describe(v)} on {_names(names)}" for v, names in variants[:5])
+    more = f"; {len(variants) - 5} more" if len(variants) > 5 else ""
+    return [Outlier(kind, "warn", f"no majority: {len(variants)} different values over {total} nodes: {shown}{more}",
+                    tuple(sorted((n for _, names in variants for n in names), key=natural_key)))]
+
+
+def _names(names: list[str], limit: int = 3) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _text(v: Any) -> str | None:

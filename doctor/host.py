@@ -121,6 +121,11 @@ def _find_prctl() -> Callable[..., int] | None:
 _PRCTL = _find_prctl()
 
 
+# A loaded machine can take seconds to start a child's interpreter: that is no step hanging. Until the child's
+# first live line the watchdog allows this much (or the silence, when longer); every line after gets the silence.
+STREAM_STARTUP_ALLOWANCE = 10.0
+
+
 def stream(argv: Sequence[str], env: Mapping[str, str], silence: float,
            alive: Callable[[bytes], bool] = lambda line: True) -> Iterator[bytes | StreamEnd]:
     """Run argv (never a shell) in its own process group and yield each line of its stdout as it arrives,
@@ -147,9 +152,11 @@ def stream(argv: Sequence[str], env: Mapping[str, str], silence: float,
         last = time.monotonic()
         hung = False
         reaped = True
+        spoke = False  # before its first live line the child is starting its interpreter, not waiting on a GPU
         try:
             while True:
-                wait = silence - (time.monotonic() - last)
+                limit = silence if spoke else max(silence, STREAM_STARTUP_ALLOWANCE)
+                wait = limit - (time.monotonic() - last)
                 if wait <= 0:
                     hung = True
                     break
@@ -166,6 +173,7 @@ def stream(argv: Sequence[str], env: Mapping[str, str], silence: float,
                     line, buf = buf.split(b"\n", 1)
                     if alive(line):
                         last = time.monotonic()
+                        spoke = True
                     yield line
         finally:
             if hung or proc.poll() is None:
@@ -180,7 +188,8 @@ def stream(argv: Sequence[str], env: Mapping[str, str], silence: float,
         err.seek(max(0, err.seek(0, os.SEEK_END) - STREAM_STDERR_TAIL))
         tail = err.read().decode("utf-8", "replace")
         if hung:
-            yield StreamEnd(None, hung=True, silent_for=silence, reaped=reaped, stderr=tail)
+            yield StreamEnd(None, hung=True, silent_for=silence if spoke else max(silence, STREAM_STARTUP_ALLOWANCE),
+                            reaped=reaped, stderr=tail)
         else:
             yield StreamEnd(proc.returncode, stderr=tail)
 

@@ -16,6 +16,21 @@ from doctor.findings import Finding
 
 DATA = Path(__file__).parent / "data"
 
+# Fixtures that build or download something big: a test using one is `slow` (./scripts/test leaves it out;
+# ./scripts/test --slow and CI's .ci/run run it). What each costs the first time is in README.md (Tests).
+SLOW_FIXTURES = {
+    "torch_venv": "builds a venv with the real torch 2.13.0 CPU wheel (~3 min, ~1.9 GB under .cache/)",
+    "ptxas_for": "installs the nvidia-cuda-nvcc wheels for their ptxas (~150 MB under .cache/)",
+    "wheel": "builds gpu-doctor's wheel with pip (fetches setuptools)",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects, so `-m "not slow"` sees these marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 def findings_for(facts: Facts, code: str) -> list:
     """The findings a single check produces for these facts."""

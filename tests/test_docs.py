@@ -28,4 +28,14 @@ def test_ci_runs_the_readme_test_command() -> None:
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text()
     assert "./scripts/test" in readme
-    assert "exec ./scripts/test" in ci
+    assert "\n./scripts/test\n" in ci and "exec ./scripts/test --slow" in ci  # the fast set, then the rest
+
+
+def test_readme_outputs_are_what_the_commands_print_today() -> None:
+    """Each output block in the README is regenerated from a real run; a check or wording change that is not
+    carried into the README fails here (fix: python scripts/gen_readme.py)."""
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_readme.py"), "--check"],
+                            capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:]
+    readme = (REPO / "README.md").read_text()
+    assert readme.count("<!-- gen: ") == 3 and "$ gpu-doctor check" in readme

@@ -128,7 +128,7 @@ def test_cli_missing_facts_file_is_exit_2(tmp_path: Path, capsys: pytest.Capture
 
 def test_cli_unknown_check_id_is_exit_2(capsys: pytest.CaptureFixture) -> None:
     assert main(["check", "--facts", "-", "driver.nonsense"]) == 2
-    assert "unknown check id 'driver.nonsense'" in capsys.readouterr().err
+    assert "unknown command or check id 'driver.nonsense'" in capsys.readouterr().err
 
 
 def test_cli_runs_only_the_named_checks(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

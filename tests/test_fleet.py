@@ -162,13 +162,26 @@ def test_gpu_faults_name_the_node_and_the_gpu(tmp_path: Path, capsys: pytest.Cap
     assert "  ✗ b: GPU 1 (00000000:3B:00.0): 4 uncorrected ECC error(s)" in capsys.readouterr().out
 
 
-def test_a_split_without_majority_lists_every_variant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_split_without_majority_is_one_line_naming_every_variant(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     d = write(tmp_path, {"before.json": HEALTHY, "after.json": OLD_DRIVER})
     _, data = fleet_json(capsys, str(d))
+    (driver,) = [o for o in data["outliers"] if o["kind"] == "driver"]
+    assert driver["nodes"] == ["after", "before"] and driver["majority"] is None
+    assert "no majority" in driver["title"] and "535.183.01 on after" in driver["title"]
+    assert "550.90.07 on before" in driver["title"]
+
+
+def test_a_fleet_without_majority_does_not_call_every_node_an_outlier(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """7 nodes, each on its own driver: one line for the driver axis, not seven."""
+    reports: dict[str, Facts | str] = {
+        f"n{i}.json": replace(HEALTHY, driver=replace(HEALTHY.driver, userspace=f"5{50 + i}.90.07",
+                                                      kernel_module=f"5{50 + i}.90.07")) for i in range(7)}
+    d = write(tmp_path, reports)
+    _, data = fleet_json(capsys, str(d))
     drivers = [o for o in data["outliers"] if o["kind"] == "driver"]
-    assert sorted((o["value"], o["nodes"], o["majority"]) for o in drivers) == [
-        ("535.183.01", ["after"], None), ("550.90.07", ["before"], None)]
-    assert all("no majority" in o["title"] for o in drivers)
+    assert len(drivers) == 1 and "7 different values over 7 nodes" in drivers[0]["title"]
 
 
 # --- inputs: snapshots, names, garbage --------------------------------------------------------------
@@ -389,3 +402,13 @@ finally:
                           check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['n0', 'n1', 'n2']"
+
+
+def test_a_split_fleet_reads_as_one_line_per_axis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reports: dict[str, Facts | str] = {
+        f"n{i}.json": replace(HEALTHY, driver=replace(HEALTHY.driver, userspace=f"5{50 + i}.90.07",
+                                                      kernel_module=f"5{50 + i}.90.07")) for i in range(7)}
+    main(["fleet", str(write(tmp_path, reports))])
+    out = capsys.readouterr().out
+    driver_lines = [line for line in out.split("Outliers", 1)[1].splitlines() if "driver" in line]
+    assert len(driver_lines) == 1 and "driver: no majority: 7 different values over 7 nodes" in driver_lines[0]

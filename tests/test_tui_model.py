@@ -145,12 +145,13 @@ def test_evidence_splits_into_facts_and_matrix_rows_with_their_links() -> None:
 def test_gpu_rows_and_memory_bar() -> None:
     facts = by_name("shared-p100-memory-held").facts()  # type: ignore[union-attr]
     row = model.gpu_row(facts.gpus[0])
-    assert row == ("0", "Tesla P100-PCIE-12GB", "6.0", "██████████ 11.1/11 GiB", "33%", "31°C", "25 W", "gen3 x16",
-                   "0 unc.")
+    # used and total at the same precision: never "11.1/11 GiB", which reads as more used than there is
+    assert row == ("0", "Tesla P100-PCIE-12GB", "6.0", "██████ 11.1/11.3 GiB", "33%", "31°C", "25 W", "0 unc.",
+                   "gen3 x16")
     assert model.memory_bar(None, 100) == "?"
-    assert model.memory_bar(0, 8192, width=4) == "░░░░ 0.0/8 GiB"
+    assert model.memory_bar(0, 8192, width=4) == "░░░░ 0.0/8.0 GiB"
     degraded = replace(facts.gpus[0], pcie_gen_current=1, pcie_width_current=8, temperature_c=None)
-    assert model.gpu_row(degraded)[7] == "gen1 x8 (max gen3 x16)" and model.gpu_row(degraded)[5] == "–"
+    assert model.gpu_row(degraded)[8] == "gen1 x8 (max gen3 x16)" and model.gpu_row(degraded)[5] == "–"
     assert model.gpu_row(replace(facts.gpus[0], utilization_pct=87))[4] == "87%"
 
 
@@ -286,3 +287,23 @@ def test_live_sample_on_this_machine_answers_with_gpus_or_the_reason() -> None:
     assert sample.gpus or sample.error  # no GPU here: NVML's own words ("Driver Not Loaded") or why it failed
     if not sample.gpus and Path("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1").exists():
         assert sample.error == "Driver Not Loaded"
+
+
+def test_tree_titles_keep_the_words_after_a_long_path() -> None:
+    title = "torch 2.13.0+cpu in /home/me/venvs/project-x/bin/python3 is a CPU-only build"
+    assert model.tree_title(title) == "torch 2.13.0+cpu in …/project-x/bin/python3 is a CPU-only build"
+    assert model.tree_title("CUDA toolkit found: 13.0 at /usr/local/cuda-13.0") == \
+        "CUDA toolkit found: 13.0 at /usr/local/cuda-13.0"
+
+
+def test_the_fix_view_folds_the_helpers_and_shows_the_first_step_early() -> None:
+    from doctor.tui import fixes
+
+    example = by_name("r470-geforce-cu124-torch")
+    report = diagnose(example.facts())  # type: ignore[union-attr]
+    problems = [f for f in report.findings if f.severity == "fail"]
+    script = fixes.fix_script(report, problems[:1], fixes.script_formats(report, problems[:1])[0].id)
+    shown, folded = model.fold_script(script)
+    assert folded > 40 and "lines folded: options and helpers" in shown
+    assert shown.splitlines().index("step_1() {") < 30  # in sight at 80×24, with the header's plan above it
+    assert shown.splitlines()[:5] == script.splitlines()[:5]

@@ -142,9 +142,15 @@ def timed(drv: Driver, start: int, stop: int, work: Any) -> float:
 
 def saxpy_check(drv: Driver, held: Held, func: int, n: int = SAXPY_N) -> dict[str, Any]:
     """Copy x and y in, out = 3·x + y on the GPU, copy out back; compare every element with the exact value."""
-    x = array("f", [float(i & 0xFFFF) for i in range(n)])
-    y = array("f", [float((i * 7) % 1021) for i in range(n)])
-    want = array("f", [SAXPY_A * (i & 0xFFFF) + (i * 7) % 1021 for i in range(n)])
+    # Host-side work inside a watched step: on a loaded machine building 2^20 expected values takes seconds,
+    # which the watchdog would read as the GPU hanging. x and y repeat one period; the expected values are
+    # built in chunks, each followed by an "alive" event (host work, not the GPU, is what is running).
+    x = _periodic([float(i) for i in range(0x10000)], n)
+    y = _periodic([float((i * 7) % 1021) for i in range(1021)], n)
+    want = array("f")
+    for lo in range(0, n, 1 << 16):
+        want.extend(map(float.__add__, map(SAXPY_A.__mul__, x[lo:lo + (1 << 16)]), y[lo:lo + (1 << 16)]))
+        emit("alive")
     nbytes = n * 4
     d_x, d_y, d_out = held.alloc(nbytes), held.alloc(nbytes), held.alloc(nbytes)
     drv.call("cuMemcpyHtoD_v2", d_x, x.buffer_info()[0], nbytes)
@@ -156,6 +162,12 @@ def saxpy_check(drv: Driver, held: Held, func: int, n: int = SAXPY_N) -> dict[st
     got = array("f", bytes(n * 4))
     drv.call("cuMemcpyDtoH_v2", got.buffer_info()[0], d_out, nbytes)
     return compare(got, want)
+
+
+def _periodic(period: list[float], n: int) -> array:
+    """The first n elements of the period repeated, as float32."""
+    one = array("f", period)
+    return (one * (n // len(one) + 1))[:n]
 
 
 def compare(got: array, want: array) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from doctor import beliefs
 from doctor.checks.common import ev, finding, label, ok
 from doctor.facts import Facts, Gpu, PyPackage, PythonEnv
-from doctor.findings import Evidence, Finding
+from doctor.findings import Evidence, Finding, value_text
 from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.registry import Context, NotApplicable, Skip, check
 
@@ -304,7 +304,8 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
         for g in gpus:
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
             evidence = [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
-                        Evidence("python_envs.packages", f"{label(pkg)} arch list {sass} ptx {ptx}",
+                        Evidence("python_envs.packages",
+                                 f"{label(pkg)} arch list {value_text(sass)}, PTX {value_text(ptx)}",
                                  "deep" if pkg.arch_list else "compat/pytorch.toml"),
                         *row_evidence([var] if var else [])]
             if _supports(cc, sass, ptx):

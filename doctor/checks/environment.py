@@ -34,7 +34,7 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
     for exe, pkg in fw:
         if pkg.cpu_only is None:
             continue
-        evidence = [Evidence("python_envs.packages", f"{label(pkg)} cuda={pkg.cuda!r}", exe)]
+        evidence = [Evidence("python_envs.packages", f"{label(pkg)} built with CUDA {pkg.cuda or 'none'}", exe)]
         if not pkg.cpu_only:
             yield ok("framework.cpu_only_build", f"{label(pkg)} is a CUDA build"
                      + (f" (CUDA {pkg.cuda})" if pkg.cuda else ""), *evidence)

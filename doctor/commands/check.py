@@ -27,8 +27,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                          help="show the evidence and source under each line, checks that did not run, probe errors")
         out.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
         out.add_argument("--list-checks", action="store_true", help="list the checks with their ids and exit")
-        p.add_argument("--facts", metavar="FILE", help="diagnose this snapshot (from `gpu-doctor snapshot`; - for "
-                       "standard input) instead of this machine; no probe runs")
+        p.add_argument("--facts", metavar="FILE", help="diagnose this snapshot (from `gpu-doctor snapshot`) or the "
+                       "facts of a report (`check --json`); - for standard input. No probe runs")
         gate = p.add_argument_group("images and CI gates")
         gate.add_argument("--static", action="store_true",
                           help="judge an image build, where no GPU or driver is attached: only the image's own "
@@ -86,15 +86,51 @@ def add_probe_options(p: argparse.ArgumentParser) -> None:
 def host_from_args(args: argparse.Namespace) -> Any:
     from doctor.host import Host
 
-    root = Path(args.root) if args.root else Path("/")
-    if args.root and not root.is_dir():
+    if args.root is not None and not args.root.strip():
+        raise UsageError("--root: empty path (leave --root out to inspect this machine)")
+    root = Path(args.root) if args.root is not None else Path("/")
+    if args.root is not None and not root.is_dir():
         raise UsageError(f"--root {args.root}: not a directory")
-    host = Host(root=root.resolve() if args.root else root, timeout=args.timeout)
-    for p in args.python:
-        real = host.path(p)
-        if not real.exists():
-            raise UsageError(f"--python {p}: no such interpreter or environment")
+    host = Host(root=root.resolve() if args.root is not None else root, timeout=args.timeout)
+    args.python = [checked_python(host, p) for p in args.python]
     return host
+
+
+def checked_python(host: Any, given: str) -> str:
+    """A --python argument as an absolute path to an interpreter or environment, or a one-line usage error.
+
+    Stored absolute because it is written into facts and fix scripts that are read from other directories.
+    """
+    import os
+
+    from doctor.probes.pyenvs import interpreter_of
+
+    if not given.strip():
+        raise UsageError("--python: empty path")
+    if not os.path.isabs(given):
+        if not host.live:
+            raise UsageError(f"--python {given}: with --root, give the absolute path inside the root")
+        given = os.path.abspath(given)
+    real = host.path(given)
+    if not real.exists():
+        raise UsageError(f"--python {given}: not found")
+    exe = interpreter_of(host, given)
+    if real.is_dir() and not host.path(exe).exists():
+        raise UsageError(f"--python {given}: a directory but not a Python environment (no bin/python3, bin/python "
+                         "or python.exe in it)")
+    if not host.path(exe).is_file() or not os.access(host.path(exe), os.X_OK):
+        raise UsageError(f"--python {given}: exists but is not a Python interpreter (not an executable file)")
+    if host.live:
+        # Valid Python 2 too, so that an old interpreter is named as one instead of "not a Python interpreter".
+        result = host.run([exe, "-c", "import sys; sys.stdout.write('python %d %d\\n' % sys.version_info[:2])"])
+        if not (result.ok and result.stdout.startswith("python ")):
+            why = "it does not answer as Python" if result.ok else (result.error or f"exit {result.returncode}")
+            raise UsageError(f"--python {given}: exists but is not a Python interpreter ({why})")
+        version = tuple(int(x) for x in result.stdout.split()[1:3] if x.isdigit())
+        if version < (3, 6):  # the environment probe runs in it: Python 3.6 syntax at least
+            raise UsageError(f"--python {given}: Python {'.'.join(map(str, version))}; gpu-doctor reads environments "
+                             "of Python 3.6 or later")
+    return given
 
 
 def collect_from_args(args: argparse.Namespace) -> Any:
@@ -116,9 +152,29 @@ def load_facts_file(path: str) -> Any:
 
     text = read_input(path, "--facts")
     try:
-        return load_facts(text)
+        return facts_of_report(text) or load_facts(text)
     except FactsError as exc:
-        raise UsageError(f"--facts {path}: not a gpu-doctor facts snapshot: {exc}") from None
+        raise UsageError(f"--facts {path}: not a gpu-doctor facts snapshot or report: {exc}") from None
+
+
+def facts_of_report(text: str) -> Any:
+    """The facts inside a report (`check --json`), as `diff` and `fleet` read them; None when not a report."""
+    import json
+
+    from doctor.engine import REPORT_SCHEMA
+    from doctor.facts import FACTS_SCHEMA, Facts, FactsError
+
+    if f'"{REPORT_SCHEMA}"' not in text[:200]:
+        return None  # the report's schema key comes first: a snapshot is not parsed twice
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None  # load_facts says what is wrong with it
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        return None
+    if not isinstance(data.get("facts"), dict):
+        raise FactsError(f"a gpu-doctor report without its facts (a {FACTS_SCHEMA} object under \"facts\")")
+    return Facts.from_dict(data["facts"])
 
 
 def facts_from_collect_env(path: str) -> Any:
@@ -143,11 +199,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.checks:
         unknown = [c for c in args.checks if by_id(c) is None]
         if unknown:
-            raise UsageError(f"unknown check id {unknown[0]!r} (see `gpu-doctor check --list-checks`)")
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], [c.id for c in REGISTRY], n=1, cutoff=0.6)
+            hint = f": did you mean {close[0]!r}?" if close else ""
+            raise UsageError(f"unknown command or check id {unknown[0]!r}{hint} (commands: `gpu-doctor --help`; "
+                             "check ids: `gpu-doctor check --list-checks`)")
         selected = [by_id(c) for c in args.checks]
     if args.facts and args.collect_env:
         raise UsageError("--facts and --from-collect-env each name the machine to diagnose: give one")
-    if (args.facts or args.collect_env) and (args.root or args.python or args.deep):
+    if (args.facts or args.collect_env) and (args.root is not None or args.python or args.deep):
         raise UsageError("--facts and --from-collect-env replay a recorded machine: "
                          "--root, --python and --deep do not apply")
     requirements = _requirements(args.require)

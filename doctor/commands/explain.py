@@ -68,7 +68,7 @@ def _facts(args: argparse.Namespace) -> tuple[object | None, str | None]:
                          args.no_probe and "--no-probe") if x]
     if len(given) > 1:
         raise UsageError(f"{given[0]} and {given[1]} each say which machine to check: give one")
-    if (args.facts or args.collect_env or args.no_probe) and (args.root or args.python or args.deep):
+    if (args.facts or args.collect_env or args.no_probe) and (args.root is not None or args.python or args.deep):
         raise UsageError(f"{given[0]} inspects no machine: --root, --python and --deep do not apply")
     if args.no_probe:
         return None, None

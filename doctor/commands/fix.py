@@ -52,7 +52,7 @@ def run(name: str, args: argparse.Namespace) -> int:
 
 
 def _facts(args: argparse.Namespace) -> Any:
-    if args.facts and (args.root or args.python or args.deep):
+    if args.facts and (args.root is not None or args.python or args.deep):
         raise UsageError("--facts replays a recorded machine: --root, --python and --deep do not apply")
     return load_facts_file(args.facts) if args.facts else collect_from_args(args)
 

@@ -240,6 +240,8 @@ def render_text(fleet: Fleet, colour: bool = False) -> str:
             mark = _paint(MARKS[o.severity], o.severity, colour)
             if len(o.nodes) == 1:
                 lines.append(f"  {mark} {o.nodes[0]}: {o.title}")
+            elif o.value is None:  # a split with no majority: its title names every variant and its nodes
+                lines.append(f"  {mark} {o.kind}: {o.title}")
             else:
                 lines.append(f"  {mark} {o.title}:")
                 lines += _wrap(o.nodes, "      ")
@@ -275,6 +277,7 @@ def render_markdown(fleet: Fleet) -> str:
     if fleet.outliers:
         lines += ["### Outliers", ""]
         lines += [f"- {MD_MARKS[o.severity]} **{_md(o.nodes[0])}**: {_md(o.title)}" if len(o.nodes) == 1 else
+                  f"- {MD_MARKS[o.severity]} {_md(o.kind)}: {_md(o.title)}" if o.value is None else  # a split
                   f"- {MD_MARKS[o.severity]} {_md(o.title)}: {_md(', '.join(o.nodes))}" for o in fleet.outliers]
         lines.append("")
     if fleet.errors:

@@ -65,7 +65,7 @@ def tui_sources(args: argparse.Namespace) -> tuple[list, int, object]:
     if args.facts:
         if args.facts == "-":
             raise UsageError("--facts -: the TUI reads the keyboard on standard input; give a file")
-        if args.root or args.python or args.deep:
+        if args.root is not None or args.python or args.deep:
             raise UsageError("--facts replays a recorded machine: --root, --python and --deep do not apply")
         path = args.facts
         facts = load_facts_file(path)  # a bad file is a one-line error before the screen opens

@@ -20,7 +20,7 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
     rec = Recorder()
     nvcc_cache: dict[str, str | None] = {}
     loader = cuda.probe_loader(host, rec, nvcc_cache)
-    targets = pyenvs.target_pythons(host, pythons or [])
+    targets = pyenvs.target_pythons(host, pythons or [], rec)
     with ThreadPoolExecutor(max_workers=4 + len(targets)) as pool:
         cudnn_path = loader.libcudnn.path if loader.libcudnn else None
         native_f = pool.submit(driver.run_native, host, rec, cudnn_path)

@@ -98,21 +98,66 @@ def _gcc(host: Host, rec: Recorder) -> str | None:
 
 
 def detect_container(host: Host) -> str | None:
-    """docker / podman / kubernetes, or None on a host (or a container we cannot recognise)."""
+    """docker / podman / kubernetes, or None on a host (or a container we cannot recognise).
+
+    Decided from several signals, because one file proves little: a VM or bare-metal machine whose root
+    file system was built from a Docker image keeps ``/.dockerenv``, yet runs its own kernel with its own
+    init as PID 1 on a block device. Strong signals (any one decides): the Kubernetes service account or
+    environment, podman's ``/run/.containerenv``, a ``container=`` variable in PID 1's environment (systemd's
+    convention, set by podman, LXC, systemd-nspawn), PID 1 in a docker/containerd/kubepods/libpod cgroup,
+    a root file system on an overlay of a container engine. ``/.dockerenv`` alone counts only when the
+    root file system is not a plain block device (or cannot be read).
+    """
     if host.getenv("KUBERNETES_SERVICE_HOST") or host.exists("/var/run/secrets/kubernetes.io"):
         return "kubernetes"
     if host.exists("/run/.containerenv"):
         return "podman"
-    if host.exists("/.dockerenv"):
-        return "docker"
     cgroup = host.try_read("/proc/1/cgroup") or ""
     if "kubepods" in cgroup:
         return "kubernetes"
-    if "docker" in cgroup or "containerd" in cgroup:
-        return "docker"
     if "libpod" in cgroup:
         return "podman"
+    if re.search(r"\b(docker|containerd)\b", cgroup):
+        return "docker"
+    declared = _pid1_container_variable(host)
+    if declared:
+        return {"oci": "docker", "libpod": "podman"}.get(declared, declared)
+    root_fs = _root_filesystem(host)
+    if root_fs and root_fs[0] in ("overlay", "aufs", "fuse-overlayfs") and \
+            re.search(r"docker|containerd|containers/storage", " ".join(root_fs)):
+        return "docker" if "containers/storage" not in " ".join(root_fs) else "podman"
+    if host.exists("/.dockerenv"):
+        if root_fs and root_fs[1].startswith("/dev/") and "docker" not in root_fs[1]:
+            return None  # the image's marker file, on a machine with its own disk and kernel
+        return "docker"
     return None
+
+
+def _pid1_container_variable(host: Host) -> str | None:
+    """PID 1's ``container=`` variable (readable as root only); None when absent or unreadable."""
+    try:
+        raw = host.read_bytes("/proc/1/environ", 65536)
+    except (OSError, ValueError):
+        return None
+    for item in raw.split(b"\0"):
+        if item.startswith(b"container="):
+            value = item[len(b"container="):].decode("ascii", "replace").strip()
+            return value if re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", value) else None
+    return None
+
+
+def _root_filesystem(host: Host) -> tuple[str, str, str] | None:
+    """(file system type, source, super options) of the mount at / as this process sees it, or None."""
+    text = host.try_read("/proc/self/mountinfo")
+    if not text:
+        return None
+    found = None
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if sep and len(fields) >= 5 and fields[4] == "/" and len(tail) >= 2:
+            found = (tail[0], tail[1], tail[2] if len(tail) > 2 else "")  # the last mount on / is the one seen
+    return found
 
 
 def detect_wsl(host: Host) -> bool:

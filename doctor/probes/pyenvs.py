@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -14,22 +16,82 @@ from doctor.probes.base import Recorder, run_python_child
 DEEP_FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jaxlib", "cupy")
 
 
-def target_pythons(host: Host, requested: list[str]) -> list[tuple[str, str]]:
+OWN_ENV_PROBE = "python:own-environment"  # the ProbeError that says gpu-doctor skipped its own environment
+
+# What makes an environment worth checking even when gpu-doctor itself is installed in it.
+_FRAMEWORK_DISTS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib", "paddlepaddle-gpu",
+                    "onnxruntime-gpu", "mxnet")
+
+
+def own_prefix() -> str | None:
+    """gpu-doctor's own virtual environment (pipx, a venv), or None when it runs in a system interpreter.
+
+    A system interpreter is also the user's, so it is not excluded; a venv holding only gpu-doctor and its
+    dependencies is not where the user's code runs, and checking it would pin gpu-doctor's own nvidia-ml-py.
+    """
+    if sys.prefix == getattr(sys, "base_prefix", sys.prefix):
+        return None
+    if _holds_frameworks():
+        return None  # installed into the user's own project environment: that one is the right one to check
+    return os.path.realpath(sys.prefix)
+
+
+def _holds_frameworks() -> bool:
+    from importlib import metadata
+
+    for name in _FRAMEWORK_DISTS:
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        return True
+    return any((d.metadata["Name"] or "").lower().startswith("cupy") for d in metadata.distributions())
+
+
+def target_pythons(host: Host, requested: list[str], rec: Recorder | None = None) -> list[tuple[str, str]]:
     """The interpreters whose frameworks are checked, with why each was chosen.
 
-    gpu-doctor is often installed with pipx, so its own interpreter is the wrong default: the
-    active environment is what the user's code will run in.
+    Explicit --python first; else the active environment ($VIRTUAL_ENV, then $CONDA_PREFIX), else python3 on
+    PATH. gpu-doctor's own environment (pipx, a venv made for it) is never the default: it is skipped, and
+    the skip is recorded so the report can say so and how to check it anyway (--python).
     """
     if requested:
         return [(interpreter_of(host, p), "--python") for p in requested]
+    own = own_prefix() if host.live else None
+    skipped: list[str] = []
+
+    def mine(prefix: str) -> bool:
+        if own is not None and os.path.realpath(prefix) == own:
+            skipped.append(prefix)
+            return True
+        return False
+
+    found: tuple[str, str] | None = None
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         prefix = host.getenv(var)
         if prefix:
             exe = interpreter_of(host, prefix)
-            if host.exists(exe):
-                return [(exe, var)]
-    exe = host.which("python3") or host.which("python")
-    return [(exe, "PATH")] if exe else []
+            if host.exists(exe) and not mine(prefix):
+                found = (exe, var)
+                break
+    if found is None:
+        found = _python_on_path(host, mine)
+    if skipped and rec is not None:
+        rec.error(OWN_ENV_PROBE, f"gpu-doctor's own environment {skipped[0]} is not checked: "
+                  f"--python {skipped[0]} checks it")
+    return [found] if found else []
+
+
+def _python_on_path(host: Host, mine: Any) -> tuple[str, str] | None:
+    """The first python3 (else python) on PATH that is not in gpu-doctor's own environment."""
+    for name in ("python3", "python"):
+        for d in (host.getenv("PATH") or "/usr/local/bin:/usr/bin:/bin").split(os.pathsep):
+            if not d:
+                continue
+            exe = host.which(f"{d.rstrip('/')}/{name}")
+            if exe and host.path(exe).is_file() and not mine(os.path.dirname(os.path.dirname(exe))):
+                return exe, "PATH"
+    return None
 
 
 def interpreter_of(host: Host, path: str) -> str:

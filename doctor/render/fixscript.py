@@ -116,8 +116,14 @@ os_id=$(os_field ID)
 os_version=$(os_field VERSION_ID)
 if [ "$VERSION_MATCH" = major ]; then os_version=${os_version%%.*}; fi
 if [ "$os_id" != "$EXPECTED_ID" ] || [ "$os_version" != "$EXPECTED_VERSION" ]; then
-  die "this plan was made for $EXPECTED_ID $EXPECTED_VERSION but $OS_RELEASE says $os_id $os_version" \
-    "(run gpu-doctor fix on this machine)"
+  if [ "$DRY_RUN" = 1 ]; then
+    # A dry run changes nothing: show the plan anyway, e.g. read on a laptop before running it on the GPU host.
+    say "!!! NOTE: this plan was made for $EXPECTED_ID $EXPECTED_VERSION but $OS_RELEASE says $os_id $os_version."
+    say "!!! Dry run only: these commands are for the other machine; a real run here refuses."
+  else
+    die "this plan was made for $EXPECTED_ID $EXPECTED_VERSION but $OS_RELEASE says $os_id $os_version" \
+      "(run gpu-doctor fix on this machine)"
+  fi
 fi
 """.strip("\n")
 

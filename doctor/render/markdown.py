@@ -19,9 +19,10 @@ def render(report: Report) -> str:
     areas = [a for a in AREAS if any(f.area == a for f in report.findings)]
     areas += sorted({f.area for f in report.findings} - set(areas))
     for area in areas:
-        lines += [f"### {area}", "", "| | finding | code |", "| --- | --- | --- |"]
+        lines += [f"### {area}", "", "| | finding | code or check |", "| --- | --- | --- |"]
         for f in (x for x in report.findings if x.area == area):
-            lines.append(f"| {MARKS[f.severity]} | {_cell(f.title)} | `{f.code}` |")
+            ident = f.code if f.severity in ("fail", "warn") else (f.check or f.code)  # a pass has no failure code
+            lines.append(f"| {MARKS[f.severity]} | {_cell(f.title)} | `{ident}` |")
         lines.append("")
     fixes = [f for f in report.findings if f.fix and f.severity in ("fail", "warn")]
     if fixes:

@@ -7,6 +7,7 @@ import sys
 from typing import TextIO
 
 from doctor.engine import Report
+from doctor.facts import Facts
 from doctor.findings import AREAS, Finding
 
 MARKS = {"ok": "✓", "info": "·", "warn": "!", "fail": "✗"}
@@ -38,7 +39,23 @@ def header(report: Report) -> str:
     gpu = f"{len(gpus)} GPU(s) visible" if gpus else (
         f"{f.host.pci_nvidia_gpus} NVIDIA GPU(s) on PCI" if f.host.pci_nvidia_gpus else "no GPU visible")
     matrix = f"; {report.matrix}" if report.matrix else ""
-    return f"gpu-doctor — {host or 'unknown host'}\n{drv}; {cuda}; {gpu}{matrix}"
+    lines = [f"gpu-doctor — {host or 'unknown host'}", f"{drv}; {cuda}; {gpu}{matrix}"]
+    if report.mode != "static" or f.python_envs:
+        lines.append(python_line(f))
+    return "\n".join(lines)
+
+
+WHY_THIS_PYTHON = {"--python": "given with --python", "VIRTUAL_ENV": "$VIRTUAL_ENV", "CONDA_PREFIX": "$CONDA_PREFIX",
+                   "PATH": "python3 on PATH", "collect_env": "from the collect_env report"}
+
+
+def python_line(facts: Facts) -> str:
+    """Which interpreter(s) were checked and why each one: the user's code may run in another."""
+    envs = [f"{e.executable} ({WHY_THIS_PYTHON.get(e.origin or '', e.origin or 'origin unknown')})"
+            for e in facts.python_envs]
+    line = "python: " + (", ".join(envs) if envs else "none checked")
+    skipped = [e.reason for e in facts.errors if e.probe == "python:own-environment"]
+    return line + "".join(f" · {s}" for s in skipped)
 
 
 def render(report: Report, verbose: bool = False, colour: bool | None = None, stream: TextIO | None = None) -> str:
@@ -52,17 +69,56 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
             lines += _finding_lines(fnd, verbose, colour)
         lines.append("")
     if verbose:
+        lines += environment_lines(report.facts)
         quiet = [c for c in report.checks if c.status in ("skipped", "not_applicable")]
         if quiet:
             lines.append("Not checked")
             lines += [f"  - {c.id}: {c.reason}" for c in quiet]
             lines.append("")
         if report.facts.errors:
-            lines.append("What the probes could not learn")
+            from doctor.engine import collected_by_probes
+
+            lines.append("What the probes could not learn" if collected_by_probes(report.facts)
+                         else "What the report does not say")
             lines += [f"  - {e.probe}: {e.reason}" for e in report.facts.errors]
             lines.append("")
     lines.append(summary(report))
     return "\n".join(lines) + "\n"
+
+
+def environment_lines(facts: Facts) -> list[str]:
+    """-v: each checked environment's GPU-relevant packages, and what --deep learned by importing them."""
+    from doctor.findings import value_text
+
+    if not facts.python_envs:
+        return []
+    out = ["Python environments"]
+    for env in facts.python_envs:
+        why = WHY_THIS_PYTHON.get(env.origin or "", env.origin or "origin unknown")
+        out.append(f"  {env.executable} ({why})" + (f": Python {env.version}" if env.version else ""))
+        if env.error:
+            out.append(f"    not readable: {env.error}")
+        for pkg in env.packages:
+            build = "CPU-only build" if pkg.cpu_only else (f"CUDA {pkg.cuda}" if pkg.cuda else "")
+            extra = [x for x in (build, pkg.cudnn and f"cuDNN {pkg.cudnn}") if x]
+            out.append(f"    {pkg.name} {pkg.version or '(version unknown)'}" + (f": {', '.join(extra)}" if extra
+                                                                                  else ""))
+            if pkg.deep is not None:
+                d = pkg.deep
+                if d.error:
+                    out.append(f"      --deep: the import failed: {value_text(d.error)}")
+                else:
+                    learned = [f"is_available {value_text(d.is_available)}",
+                               f"{value_text(d.device_count)} device(s)",
+                               f"arch list {value_text(d.arch_list)}"]
+                    learned += [f"CUDA {d.cuda}"] if d.cuda else []
+                    learned += [f"cuDNN {d.cudnn}"] if d.cudnn else []
+                    out.append(f"      --deep: {', '.join(learned)}")
+                if pkg.loaded_libraries is not None:
+                    libs = pkg.loaded_libraries
+                    out.append(f"      --deep: CUDA libraries mapped: {', '.join(libs) if libs else 'none'}")
+    out.append("")
+    return out
 
 
 def _finding_lines(f: Finding, verbose: bool, colour: bool) -> list[str]:
@@ -77,7 +133,8 @@ def _finding_lines(f: Finding, verbose: bool, colour: bool) -> list[str]:
             out += [f"        $ {s.shell()}" + (f"   # {s.note}" if s.note else "") for s in f.fix.steps]
     if verbose:
         out += [f"      evidence: {e.line()}" for e in f.evidence]
-        out.append(f"      code: {f.code}")
+        # A passing line names the check that passed, not the code it would fail with.
+        out.append(f"      code: {f.code}" if problem else f"      check: {f.check or f.code}")
     return out
 
 

@@ -13,7 +13,7 @@ import datetime as _dt
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -120,7 +120,13 @@ class DoctorApp(App[None]):
                 yield ActivePanel(id="active")
         yield Footer(compact=True)
 
+    NARROW = 100  # below this many columns the findings stack above the detail: titles get the full width
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one("#diagnosis-pane").set_class(event.size.width < self.NARROW, "narrow")
+
     def on_mount(self) -> None:
+        self.query_one("#diagnosis-pane").set_class(self.size.width < self.NARROW, "narrow")
         if self.gpu_sampler is not None:
             self.set_interval(self.refresh_interval, self._tick_gpus)
         self.query_one(FindingsTree).focus()  # keys move through findings from the first frame
@@ -323,7 +329,8 @@ class DoctorApp(App[None]):
     def _tick_gpus(self) -> None:
         if self.gpu_sampler is None or not self.source.live or self._sampling or self.report is None:
             return
-        if self.query_one(TabbedContent).active != "gpus":
+        tabs = self.query(TabbedContent)  # absent while another screen (fix, help, a dialog) is on top
+        if not tabs or tabs.first().active != "gpus":
             return  # sample only while someone looks
         if not model.driver_gpus(self.report.facts):
             return  # no GPU answered the probe: the view says why; r probes again

@@ -7,6 +7,7 @@ lives here; a test imports this module and asserts Textual is not loaded.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -137,21 +138,23 @@ def split_evidence(f: Finding) -> tuple[list[Evidence], list[Evidence]]:
 
 
 def value_text(value: object) -> str:
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in value.items())
-    return repr(value) if isinstance(value, str) or value is None else str(value)
+    from doctor.findings import value_text as words
+
+    return words(value)
 
 
 # --- GPUs ---------------------------------------------------------------------------------------
 
-GPU_COLUMNS = ("#", "Name", "CC", "Memory", "Util", "Temp", "Power", "PCIe", "ECC")
+# ECC before PCIe: at 80 columns the last column is the one cut, and an ECC error matters more than a link width.
+GPU_COLUMNS = ("#", "Name", "CC", "Memory", "Util", "Temp", "Power", "ECC", "PCIe")
 
 
-def memory_bar(used: int | None, total: int | None, width: int = 10) -> str:
+def memory_bar(used: int | None, total: int | None, width: int = 6) -> str:
     if used is None or not total:
         return "?"
     filled = max(0, min(width, round(width * used / total)))
-    return "█" * filled + "░" * (width - filled) + f" {used / 1024:.1f}/{total / 1024:.0f} GiB"
+    # The same precision on both sides: "11.1/11 GiB" read as more used than there is.
+    return "█" * filled + "░" * (width - filled) + f" {used / 1024:.1f}/{total / 1024:.1f} GiB"
 
 
 def _or_dash(value: object, unit: str = "") -> str:
@@ -165,10 +168,47 @@ def gpu_row(g: Gpu) -> tuple[str, ...]:
         if (g.pcie_gen_max, g.pcie_width_max) != (g.pcie_gen_current, g.pcie_width_current):
             pcie += f" (max gen{_or_dash(g.pcie_gen_max)} x{_or_dash(g.pcie_width_max)})"
     power = "–" if g.power_draw_w is None else f"{g.power_draw_w:.0f} W"
-    return (_or_dash(g.index), g.name or f"PCI {g.pci_bus_id} ({g.pci_device_id})", _or_dash(g.compute_capability),
+    name = (g.name or "").removeprefix("NVIDIA ") or f"PCI {g.pci_bus_id} ({g.pci_device_id})"  # all are NVIDIA's
+    return (_or_dash(g.index), name, _or_dash(g.compute_capability),
             memory_bar(g.memory_used_mib, g.memory_total_mib), _or_dash(g.utilization_pct, "%"),
-            _or_dash(g.temperature_c, "°C"), power, pcie,
-            "–" if g.ecc_uncorrected is None else f"{g.ecc_uncorrected} unc.")
+            _or_dash(g.temperature_c, "°C"), power,
+            "–" if g.ecc_uncorrected is None else f"{g.ecc_uncorrected} unc.", pcie)
+
+
+_LONG_PATH = re.compile(r"(?<![\w.])(/[^\s/:,;()'\"`]+){4,}/?")
+
+
+def tree_title(title: str, keep: int = 3) -> str:
+    """A finding's title for the one-line tree: long paths lose their middle ("…/venv/bin/python3"), so the
+    words after them ("is a CPU-only build") stay in sight. The detail pane shows the title whole."""
+    def shorten(m: re.Match[str]) -> str:
+        parts = m.group(0).rstrip("/").split("/")
+        return "…/" + "/".join(parts[-keep:]) if len(m.group(0)) > 24 else m.group(0)
+
+    return _LONG_PATH.sub(shorten, title)
+
+
+_FIRST_STEP = re.compile(r"^step_1\(\) \{$", re.M)
+
+
+def fold_script(script: str) -> tuple[str, int]:
+    """The script as the fix view shows it: its header (what it changes, and why), then the steps; the helper
+    functions between them (dry-run, log, OS guard: the same in every script) folded into one comment line.
+    Returns (text, lines folded); saving or copying takes the whole script."""
+    lines = script.splitlines()
+    header = next((i for i, line in enumerate(lines) if line and not line.startswith("#")), None)
+    if header is not None:  # the header's own usage notes (# Options: …) are helpers too; its plan is not
+        header = next((i for i in range(header) if lines[i].startswith("# Options:")), header)
+    step = _FIRST_STEP.search(script)
+    if header is None or step is None:
+        return script, 0
+    first_step = script.count("\n", 0, step.start())
+    folded = first_step - header
+    if folded < 10:
+        return script, 0
+    note = (f"# … {folded} lines folded: options and helpers (--dry-run, the log, the OS guard); "
+            "s saves the whole script")
+    return "\n".join([*lines[:header], note, "", *lines[first_step:]]) + "\n", folded
 
 
 def driver_gpus(facts: Facts) -> list[Gpu]:
@@ -239,7 +279,7 @@ def report_markdown(report: Report, title: str = "") -> str:
                 lines += [f"Fix: {f.fix.summary}", ""]
                 if f.fix.steps:
                     lines += ["```bash", *[s.shell() for s in f.fix.steps], "```", ""]
-            lines += [f"`{f.code}` · check `{f.check}`", ""]
+            lines += [f"`{f.code}` · check `{f.check}`" if f.check else f"`{f.code}`", ""]
         for f in area.passed:
             lines.append(f"- {MARKS[f.severity]} {_md(f.title)}")
         if area.passed:

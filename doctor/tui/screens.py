@@ -64,7 +64,7 @@ class FixScreen(Screen[None]):
         self.query_one("#fix-body").focus()
 
     def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
-        if event.tab and event.tab.id:
+        if event.tab and event.tab.id and event.tab.id.removeprefix("fmt-") != self.format:
             self.format = event.tab.id.removeprefix("fmt-")
             self._render_script()
 
@@ -72,7 +72,11 @@ class FixScreen(Screen[None]):
         ids = [f.id for f in self.formats]
         if len(ids) > 1:
             following = ids[(ids.index(self.format) + 1) % len(ids)] if self.format in ids else ids[0]
-            self.query_one("#fix-formats", Tabs).active = f"fmt-{following}"  # the tab's event renders it
+            # The format changes now, not when the tab's event arrives: keys pressed faster than the events are
+            # handled (a loaded machine, a pasted key sequence) each move one format on.
+            self.format = following
+            self._render_script()
+            self.query_one("#fix-formats", Tabs).active = f"fmt-{following}"
 
     def _render_script(self) -> None:
         about = next((f.about for f in self.formats if f.id == self.format), "")
@@ -82,7 +86,8 @@ class FixScreen(Screen[None]):
         if self.error:
             body.update(Text(self.error, style="bold red"))
         else:
-            body.update(Syntax(script, "bash", theme="ansi_dark", line_numbers=True, word_wrap=True))
+            shown, _folded = model.fold_script(script)  # the steps in sight, not 100 lines of helpers
+            body.update(Syntax(shown, "bash", theme="ansi_dark", word_wrap=True))
         self.query_one("#fix-body", VerticalScroll).scroll_home(animate=False)
 
     def action_copy(self) -> None:

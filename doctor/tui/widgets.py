@@ -76,17 +76,25 @@ class FindingsTree(Tree[Node]):
         self.show_root = False
         self.guide_depth = 2
 
+    def on_resize(self, event: Any) -> None:
+        """Keep the cursor's line in sight when the tree changes height (the narrow layout, the summary growing
+        when a report arrives): otherwise the first failure can sit just below the visible rows."""
+        node = self.cursor_node
+        if node is not None:
+            self.call_after_refresh(self.scroll_to_node, node, False)
+
     def build(self, report: Report, results: dict[str, active.Outcome], unavailable: str | None) -> None:
         self.clear()
         for area in model.areas(report):
             label = Text.assemble(mark(area.status), f" {area.name} ", (area.counts_text(), "dim"))
             node = self.root.add(label, Node("area", area=area), expand=area.status in ("fail", "warn"))
             for f in area.problems:
-                node.add_leaf(Text.assemble(mark(f.severity), f" {f.title}"), Node("finding", area=area, finding=f))
+                node.add_leaf(Text.assemble(mark(f.severity), f" {model.tree_title(f.title)}"),
+                              Node("finding", area=area, finding=f))
             if area.passed:
                 passed = node.add(Text.assemble(mark("ok"), f" {len(area.passed)} passed"), Node("passed", area=area))
                 for f in area.passed:
-                    passed.add_leaf(Text.assemble(mark(f.severity), f" {f.title}"),
+                    passed.add_leaf(Text.assemble(mark(f.severity), f" {model.tree_title(f.title)}"),
                                     Node("finding", area=area, finding=f))
             if area.not_checked:
                 node.add_leaf(Text(f"· {len(area.not_checked)} not checked", style="dim"),
@@ -164,12 +172,27 @@ def _heading(text: Text, title: str) -> None:
 
 
 def finding_text(f: Finding) -> Text:
+    """Title, then the fix (at 80×24 the pane shows ~15 lines: what to do must be among them), then why."""
     text = Text()
     text.append_text(mark(f.severity))
     text.append(f" {f.severity.upper()}  ", style=SEVERITY_STYLE[f.severity])
     text.append(f.title, style="bold")
+    if f.fix:
+        _heading(text, "Fix")
+        text.append(f.fix.summary)
+        for step in f.fix.steps:
+            text.append("\n  $ ", style="dim")
+            text.append(step.shell(), style="bold")
+            extra = [x for x in (step.note, None if step.risk == "safe" else f"risk: {step.risk}") if x]
+            if extra:
+                text.append(f"   # {'; '.join(extra)}", style="dim")
+        text.append("\npress f for the fix script", style="italic dim")
     if f.detail:
-        text.append("\n\n" + f.detail)
+        if f.fix:
+            _heading(text, "Why")
+            text.append(f.detail)
+        else:
+            text.append("\n\n" + f.detail)
     facts_ev, rules = model.split_evidence(f)
     if facts_ev:
         _heading(text, "Evidence")
@@ -187,17 +210,8 @@ def finding_text(f: Finding) -> Text:
             text.append(f": {model.value_text(e.value)}\n")
             text.append(f"    source: {e.source}\n", style="dim underline")
         text.rstrip()
-    if f.fix:
-        _heading(text, "Fix")
-        text.append(f.fix.summary)
-        for step in f.fix.steps:
-            text.append("\n  $ ", style="dim")
-            text.append(step.shell(), style="bold")
-            extra = [x for x in (step.note, None if step.risk == "safe" else f"risk: {step.risk}") if x]
-            if extra:
-                text.append(f"   # {'; '.join(extra)}", style="dim")
-        text.append("\n\npress f for the fix script", style="italic dim")
-    text.append(f"\n\ncode {f.code} · check {f.check}", style="dim")
+    ident = f"code {f.code} · check {f.check}" if f.severity in ("fail", "warn") else f"check {f.check or f.code}"
+    text.append(f"\n\n{ident}", style="dim")  # a passing line has no failure code to show
     return text
 
 
@@ -230,7 +244,7 @@ def list_text(title: str, findings: list[Finding]) -> Text:
 
 def not_checked_text(area: str, checks: list[CheckResult]) -> Text:
     text = Text(f"{area}: not checked", style="bold")
-    text.append("\nThese checks did not run on this machine, and why:\n", style="dim")
+    text.append("\nThese checks did not run, and why:\n", style="dim")  # not "on this machine": also snapshots
     for c in checks:
         text.append(f"\n· {c.id}", style="bold")
         text.append(f"  {c.reason or c.status}")

@@ -1,0 +1,95 @@
+"""Which interpreter `check` inspects, and what a bad --python says (issue 13: the checked environment)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from doctor.cli import main
+from doctor.host import Host
+from doctor.probes import pyenvs
+from doctor.probes.base import Recorder
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def fake_env(root: Path, name: str) -> Path:
+    """An environment directory whose bin/python3 is a real interpreter (a symlink, like a venv's)."""
+    (root / name / "bin").mkdir(parents=True)
+    (root / name / "bin" / "python3").symlink_to(sys.executable)
+    return root / name
+
+
+def test_gpu_doctors_own_venv_is_skipped_and_the_report_says_so(tmp_path: Path, monkeypatch) -> None:
+    own, user = fake_env(tmp_path, "tool-venv"), fake_env(tmp_path, "user-bin")
+    monkeypatch.setattr(pyenvs, "own_prefix", lambda: os.path.realpath(own))
+    host = Host(env={"VIRTUAL_ENV": str(own), "PATH": f"{own}/bin:{user}/bin"})
+    rec = Recorder()
+    assert pyenvs.target_pythons(host, [], rec) == [(f"{user}/bin/python3", "PATH")]
+    (err,) = rec.errors
+    assert err.probe == pyenvs.OWN_ENV_PROBE and f"--python {own}" in err.reason
+
+
+def test_the_active_venv_is_checked_when_it_is_not_gpu_doctors(tmp_path: Path, monkeypatch) -> None:
+    own, user = fake_env(tmp_path, "tool-venv"), fake_env(tmp_path, "project")
+    monkeypatch.setattr(pyenvs, "own_prefix", lambda: os.path.realpath(own))
+    host = Host(env={"VIRTUAL_ENV": str(user), "PATH": "/usr/bin"})
+    assert pyenvs.target_pythons(host, [], Recorder()) == [(f"{user}/bin/python3", "VIRTUAL_ENV")]
+
+
+def test_own_venv_is_checked_when_asked_with_python(tmp_path: Path, monkeypatch) -> None:
+    own = fake_env(tmp_path, "tool-venv")
+    monkeypatch.setattr(pyenvs, "own_prefix", lambda: os.path.realpath(own))
+    host = Host(env={"VIRTUAL_ENV": str(own)})
+    assert pyenvs.target_pythons(host, [str(own)]) == [(f"{own}/bin/python3", "--python")]
+
+
+def test_installed_in_a_venv_check_names_the_interpreter_it_checked_and_why(tmp_path: Path) -> None:
+    """The real console script of this repository's venv: activated, it must not check itself."""
+    venv = Path(sys.prefix)
+    user = fake_env(tmp_path, "user")
+    env = {**os.environ, "VIRTUAL_ENV": str(venv), "PATH": f"{venv}/bin:{user}/bin:/usr/bin:/bin"}
+    env.pop("CONDA_PREFIX", None)
+    out = subprocess.run([str(venv / "bin" / "gpu-doctor"), "check", "--format", "text"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    want = f"python: {user}/bin/python3 (python3 on PATH) · gpu-doctor's own environment {venv} is not checked"
+    assert want in out.stdout
+
+
+@pytest.mark.parametrize(("given", "words"), [
+    ("/etc/passwd", "exists but is not a Python interpreter"),
+    ("/bin/false", "exists but is not a Python interpreter (exit 1)"),
+    ("/tmp", "a directory but not a Python environment"),
+    ("/nonexistent/python3", "not found"),
+])
+def test_a_bad_python_is_a_one_line_usage_error(given: str, words: str, capsys) -> None:
+    assert main(["check", "--python", given]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and given in err
+
+
+def test_a_relative_python_is_stored_as_an_absolute_path(tmp_path: Path, monkeypatch, capsys) -> None:
+    fake_env(tmp_path, "tv")
+    monkeypatch.chdir(tmp_path)
+    assert main(["snapshot", "--python", "tv", "--timeout", "20"]) == 0
+    import json
+
+    (env,) = json.loads(capsys.readouterr().out)["python_envs"]
+    assert env["executable"] == f"{tmp_path}/tv/bin/python3" and env["origin"] == "--python"
+
+
+def test_empty_root_is_an_error_not_this_machine(capsys) -> None:
+    assert main(["check", "--root", ""]) == 2
+    assert "--root" in capsys.readouterr().err
+
+
+def test_a_python_2_interpreter_is_named_as_such(tmp_path: Path, capsys) -> None:
+    old = tmp_path / "python2.7"
+    old.write_text("#!/bin/sh\necho 'python 2 7'\n")  # what the version question prints in Python 2.7
+    old.chmod(0o755)
+    assert main(["check", "--python", str(old)]) == 2
+    assert "Python 2.7; gpu-doctor reads environments of Python 3.6 or later" in capsys.readouterr().err

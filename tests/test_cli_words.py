@@ -1,0 +1,167 @@
+"""The words a user meets on the command line (issue 13: output words)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from doctor.cli import build_parser, main
+from doctor.engine import replayed_reason
+from doctor.facts import LibRef
+from doctor.findings import Evidence, value_text
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "doctor" / "examples" / "debian12-535-no-gpu.json"
+MACOS = REPO / "tests" / "data" / "collect_env" / "pytorch-121067-macos-no-gpu-torch2.2.2.txt"
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("chek", "check"), ("snapshto", "snapshot"), ("flet", "fleet")])
+def test_a_misspelt_command_suggests_the_command(typed: str, meant: str, capsys) -> None:
+    assert main([typed]) == 2
+    err = capsys.readouterr().err
+    assert f"did you mean `gpu-doctor {meant}`" in err and err.count("\n") == 1
+
+
+def test_a_misspelt_check_id_suggests_the_check_id(capsys) -> None:
+    assert main(["check", "--facts", str(EXAMPLE), "driver.not_loadd"]) == 2
+    assert "did you mean 'driver.not_loaded'" in capsys.readouterr().err
+
+
+def test_help_says_what_gpu_doctor_alone_does() -> None:
+    text = build_parser().format_help()
+    assert "opens the interactive view" in " ".join(text.split()) and "alone runs `check`." not in text
+
+
+def test_timeout_zero_says_it_must_be_more_than_zero(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--timeout", "0"])
+    assert exc.value.code == 2
+    assert "must be more than 0 and at most 3600 seconds, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (None, "unknown"), (False, "no"), (True, "yes"), ("", "(empty)"), ("\x1b[31mred", "\\x1b[31mred"),
+    (LibRef(path="/usr/lib/libcuda.so.1", version="535.309.01", stub=False),
+     "path /usr/lib/libcuda.so.1, version 535.309.01, stub no"),
+    ([1, 2], "1, 2"), ([], "none"),
+])
+def test_evidence_values_are_words_not_python_reprs(value: object, shown: str) -> None:
+    assert value_text(value) == shown
+
+
+def test_an_unset_environment_variable_reads_not_set() -> None:
+    assert Evidence("env.CUDA_VISIBLE_DEVICES", None, "env").line() == "env.CUDA_VISIBLE_DEVICES = not set  [env]"
+
+
+def test_verbose_report_shows_no_repr_and_passing_lines_name_their_check(capsys) -> None:
+    main(["check", "--facts", str(EXAMPLE), "-v"])
+    out = capsys.readouterr().out
+    assert "LibRef(" not in out and "= None" not in out and "= False" not in out
+    passing = out.split("✓ NVIDIA driver", 1)[1].split("\n  ", 1)[0]
+    assert "check: driver.missing" in out and "code: driver.missing" not in passing
+
+
+def test_markdown_passing_rows_name_the_check_not_a_failure_code(capsys) -> None:
+    main(["check", "--facts", str(EXAMPLE), "--format", "markdown"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ✓")]
+    assert rows and all("`driver.missing`" in r or "driver.missing" not in r for r in rows)
+    assert any("`toolkit.missing`" in r for r in rows)
+
+
+def test_check_facts_accepts_a_report_like_diff_and_fleet(tmp_path: Path, capsys) -> None:
+    main(["check", "--facts", str(EXAMPLE), "--json"])
+    report = tmp_path / "report.json"
+    report.write_text(capsys.readouterr().out)
+    assert main(["check", "--facts", str(report), "--json"]) == 1
+    again = json.loads(capsys.readouterr().out)
+    assert {f["code"] for f in again["findings"]} == {f["code"] for f in json.loads(report.read_text())["findings"]}
+
+
+def test_not_checked_reasons_of_a_pasted_report_do_not_describe_this_machines_probes(capsys) -> None:
+    main(["check", "-v", "--from-collect-env", str(MACOS)])
+    out = capsys.readouterr().out
+    assert "/proc/modules" not in out and "mokutil" not in out
+    assert "What the report does not say" in out and "What the probes could not learn" not in out
+
+
+def test_a_replayed_reason_keeps_the_rule_and_drops_the_probe_detail() -> None:
+    assert replayed_reason("the loaded modules are unknown (/proc/modules unreadable)") == \
+        "not in the report: the loaded modules are unknown"
+    assert replayed_reason("no GPU visible") == "no GPU visible"
+
+
+def test_ctrl_c_early_is_one_line_not_a_traceback(monkeypatch, capsys) -> None:
+    import doctor.cli as cli
+
+    def interrupted(only: str | None = None) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert main(["check"]) == 130
+    assert capsys.readouterr().err == "gpu-doctor: interrupted\n"
+
+
+def test_ctrl_c_in_the_first_moments_of_the_real_command(tmp_path: Path) -> None:
+    """SIGINT at several moments of start-up: never a traceback through gpu-doctor's code.
+
+    Before the interpreter has run the console script's first lines (tens of ms) Python itself reports the
+    interrupt; no program can catch that, so only frames of gpu-doctor's own files count.
+    """
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    exe = Path(sys.prefix) / "bin" / "gpu-doctor"
+    for delay in (0.02, 0.05, 0.08, 0.1, 0.15, 0.25):
+        proc = subprocess.Popen([str(exe), "check", "--facts", str(EXAMPLE)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+        # line 1 of doctor/__init__.py installs the handler: an interrupt during that one statement is Python's
+        ours = [f for f in re.findall(r'File "[^"]*/doctor/[^"]*", line \d+', err) if not f.endswith("line 1")]
+        assert not ours, (delay, err)
+
+
+def test_ctrl_c_once_running_is_exactly_one_line(tmp_path: Path) -> None:
+    """Deterministic: interrupted while it waits for a snapshot on standard input (certainly in main)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    exe = Path(sys.prefix) / "bin" / "gpu-doctor"
+    proc = subprocess.Popen([str(exe), "check", "--facts", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while "pipe" not in Path(f"/proc/{proc.pid}/wchan").read_text():  # blocked reading the pipe: in main
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "gpu-doctor: interrupted\n")
+
+
+def test_verbose_shows_what_deep_learned(tmp_path: Path, capsys) -> None:
+    from dataclasses import replace
+
+    from doctor.facts import DeepResult, PyPackage, PythonEnv, load_facts
+
+    facts = load_facts(EXAMPLE.read_text())
+    torch = PyPackage(name="torch", version="2.5.1+cu124", cuda="12.4", cpu_only=False,
+                      loaded_libraries=["/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9"],
+                      deep=DeepResult(is_available=False, device_count=0, cuda="12.4", cudnn="90100",
+                                      arch_list=["sm_50", "sm_90"]))
+    env = PythonEnv(executable="/venv/bin/python", version="3.11.9", origin="VIRTUAL_ENV", packages=[torch])
+    snap = tmp_path / "deep.json"
+    snap.write_text(replace(facts, python_envs=[env]).to_json())
+    main(["check", "--facts", str(snap), "-v"])
+    out = capsys.readouterr().out
+    assert "/venv/bin/python ($VIRTUAL_ENV): Python 3.11.9" in out
+    assert "--deep: is_available no, 0 device(s), arch list sm_50, sm_90, CUDA 12.4, cuDNN 90100" in out
+    assert "--deep: CUDA libraries mapped: /venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in out
