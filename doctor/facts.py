@@ -66,6 +66,7 @@ class DriverInfo:
     module_loaded: bool | None = None
     userspace: str | None = None
     cuda_driver_api: str | None = None
+    smi_cuda_version: str | None = None  # nvidia-smi's "CUDA Version" (XML <cuda_version>): the driver's CUDA
     cuda_init_error: str | None = None
     nvml_error: str | None = None
     module_flavor: str | None = None  # open | proprietary

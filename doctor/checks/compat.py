@@ -13,7 +13,7 @@ from doctor import beliefs
 from doctor.checks.common import ev, finding, label, ok
 from doctor.facts import Facts, Gpu, PyPackage, PythonEnv
 from doctor.findings import Evidence, Finding, value_text
-from doctor.matrix import Matrix, Row, Verdict, current, driver_runs_cuda, major_minor, vtuple
+from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.registry import Context, NotApplicable, Skip, check
 
 
@@ -174,6 +174,13 @@ def _gpus_with_arch(facts: Facts, ctx: Context) -> Iterator[tuple[Gpu, Row, str,
         raise Skip("the driver version is unknown")
     if not vtuple(drv):  # a snapshot from elsewhere may hold anything: "²", "unknown", 5,000 digits
         raise Skip(f"the driver version {drv[:40]!r} is not a version number")
+    if facts.host.wsl and not facts.driver.kernel_module:
+        # WSL2 reports the Windows driver, numbered apart from Linux (R570 is 572.xx/573.xx): compare its branch.
+        b = m.windows_branch(drv)
+        if b is None:
+            raise Skip(f"WSL: Windows driver {drv} is not between two known Windows releases of one branch in "
+                       "NVIDIA's tables, so its branch is unknown")
+        drv = str(b)
     for g in gpus:
         row, arch = m.gpu_for_facts(g.name, g.compute_capability)
         if arch:
@@ -185,15 +192,18 @@ def _gpus_with_arch(facts: Facts, ctx: Context) -> Iterator[tuple[Gpu, Row, str,
 
 @check("driver.too_old_for_gpu", "Driver", "The driver is new enough for each GPU's architecture.")
 def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    m = _matrix(ctx)
     for g, arch, drv, evidence in _gpus_with_arch(facts, ctx):
-        if not arch.get("first_driver"):
+        row = m.gpu(g.name)
+        first = m.first_driver(arch, g.compute_capability or (row or {}).get("compute_capability"))
+        if not first:
             continue
-        if vtuple(drv) < vtuple(arch["first_driver"]):
+        if not driver_meets(drv, first):
             yield finding("driver.too_old_for_gpu", "fail",
-                          f"{g.name} ({arch['name']}) needs driver ≥ {arch['first_driver']}; found {drv}",
-                          f"Drivers older than {arch['first_driver']} do not know {arch['name']} GPUs: the GPU is "
+                          f"{g.name} ({arch['name']}) needs driver ≥ {first}; found {drv}",
+                          f"Drivers older than {first} do not know this {arch['name']} GPU: the GPU is "
                           "not initialised or CUDA reports no device.", evidence,
-                          fix=f"Install driver ≥ {arch['first_driver']} (`gpu-doctor fix` writes the commands).")
+                          fix=f"Install driver ≥ {first} (`gpu-doctor fix` writes the commands).")
         else:
             yield ok("driver.too_old_for_gpu", f"Driver {drv} is new enough for {g.name} ({arch['name']})",
                      *evidence)
@@ -218,7 +228,9 @@ def gpu_unsupported_by_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           "proprietary module of the same driver version.", evidence,
                           fix="Install the proprietary kernel module flavour (e.g. nvidia-driver-NNN instead of "
                               "nvidia-driver-NNN-open, or `nvidia-kernel-dkms` rather than the open variant).")
-        elif facts.driver.module_flavor == "proprietary" and arch.get("open_kernel_module_required"):
+        elif facts.driver.module_flavor == "proprietary" and (
+                arch.get("open_kernel_module_required")
+                or (_matrix(ctx).gpu(g.name) or {}).get("open_kernel_module_required")):  # a GPU row (GH200)
             yield finding("driver.gpu_unsupported_by_driver", "fail",
                           f"{g.name} ({arch['name']}) requires the open NVIDIA kernel module; the proprietary one "
                           "is loaded", "NVIDIA supports this architecture only with the open GPU kernel modules.",
@@ -228,17 +240,34 @@ def gpu_unsupported_by_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      f"Driver branch {vtuple(drv)[0]} still supports {g.name} ({arch['name']})", *evidence)
 
 
-def _arch_list(m: Matrix, pkg: PyPackage) -> tuple[list[str] | None, str | None, Row | None]:
-    """The SASS arch list (as "8.6") and embedded PTX of a framework build, from --deep or the matrix."""
+def _arch_list(m: Matrix, pkg: PyPackage, aarch64: bool = False) -> tuple[list[str] | None, str | None, Row | None]:
+    """The SASS arch list (as "8.6") and embedded PTX of a framework build, from --deep or the matrix.
+
+    The matrix's `arch_list` is the Linux x86_64 wheel's; aarch64 wheels (SBSA, Jetson Thor) carry other targets
+    (`arch_list_aarch64`), so on an Arm host only that list is used, and without one the list is unknown.
+    """
     if pkg.arch_list:
         sass = [_cc(a) for a in pkg.arch_list if a.startswith("sm_")]
         ptx = [_cc(a) for a in pkg.arch_list if a.startswith("compute_")]
         return sass, (max(ptx, key=vtuple) if ptx else None), None
     if pkg.name == "torch":
         var = m.torch_variant(pkg.version, pkg.cuda)
-        if var and var.get("arch_list"):
-            return list(var["arch_list"]), var.get("ptx"), var
+        key = "arch_list_aarch64" if aarch64 else "arch_list"
+        if var and var.get(key):
+            return list(var[key]), (None if aarch64 else var.get("ptx")), var
     return None, None, None
+
+
+_ARM_GPU = ("thor", "orin", "gh200", "gb200", "gb300", "gb10", "jetson", "xavier", "tegra")
+
+
+def _is_aarch64(m: Matrix, facts: Facts) -> bool:
+    """An Arm host: said by the facts, or implied by a GPU that only comes with an Arm CPU (Grace, Jetson)."""
+    arch = (facts.host.arch or "").lower()
+    if arch:
+        return arch in ("aarch64", "arm64", "sbsa")
+    return any(w in (g.name or "").lower() for g in facts.gpus for w in _ARM_GPU) or any(
+        (m.gpu(g.name) or {}).get("segment") == "embedded" for g in facts.gpus)
 
 
 def _cc(arch: str) -> str:
@@ -265,8 +294,9 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not pkgs:
         raise NotApplicable("no CUDA build of PyTorch (its arch list is what this rule reads)")
     done = False
+    arm = _is_aarch64(m, facts)
     for pkg in pkgs:
-        sass, ptx, var = _arch_list(m, pkg)
+        sass, ptx, var = _arch_list(m, pkg, arm)
         if sass is None:
             found = list(_arch_unknown(facts, m, pkg, gpus))
             done = done or bool(found)
@@ -299,7 +329,8 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 else "Install a PyTorch build whose arch list includes this GPU (see `gpu-doctor matrix gpu`).",
             )
     if not done:
-        raise Skip("the arch list of the installed torch build is unknown (not in the matrix; run with --deep)")
+        raise Skip("the arch list of the installed torch build is unknown (not in the matrix"
+                   + (" for aarch64 wheels" if arm else "") + "; run with --deep)")
 
 
 NO_KERNEL_IMAGE = "no kernel image is available for execution on the device"

@@ -69,6 +69,9 @@ def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loade
     elif native.get("cuda_error"):
         rec.error("libcuda", native["cuda_error"])
 
+    smi_cuda = _smi_cuda_version(smi)
+    if smi_cuda:
+        rec.source("driver.smi_cuda_version", "cmd:nvidia-smi -q -x (<cuda_version>)")
     running = kernel
     next_boot = _next_boot_kernel(host)
     return DriverInfo(
@@ -76,6 +79,7 @@ def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loade
         module_loaded=module_loaded,
         userspace=_userspace(native, loader, smi, rec),
         cuda_driver_api=parsers.cuda_version_from_int(cuda_int) if isinstance(cuda_int, int) else None,
+        smi_cuda_version=smi_cuda,
         cuda_init_error=cuinit,
         nvml_error=native.get("nvml_error"),
         module_flavor=flavor,
@@ -89,6 +93,12 @@ def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loade
         device_nodes=host.glob("/dev/nvidia*"),
         xid_events=_xids(host, rec),
     )
+
+
+def _smi_cuda_version(smi: dict[str, Any] | None) -> str | None:
+    """nvidia-smi's CUDA version, only when it reads as one ("N/A", "Not Found" are unknown)."""
+    value = (smi or {}).get("cuda_version")
+    return value if isinstance(value, str) and re.fullmatch(r"\d{1,3}\.\d{1,3}", value) else None
 
 
 def _userspace(native: dict[str, Any], loader: LoaderInfo, smi: dict[str, Any] | None, rec: Recorder) -> str | None:

@@ -34,7 +34,8 @@ def header(report: Report) -> str:
     drv = f"driver: module {module}, user space {d.userspace or ('none' if 'driver' in f.sources else 'unknown')}"
     if report.mode == "static":
         drv = f"image check (--static): host driver {d.kernel_module or 'not given (--host-driver)'}"
-    cuda = f"CUDA driver API {d.cuda_driver_api}" if d.cuda_driver_api else "CUDA driver API unknown"
+    cuda = (f"CUDA driver API {d.cuda_driver_api}" if d.cuda_driver_api else
+            f"CUDA driver API {d.smi_cuda_version} (nvidia-smi)" if d.smi_cuda_version else "CUDA driver API unknown")
     gpus = [g for g in f.gpus if g.source != "pci"]
     gpu = f"{len(gpus)} GPU(s) visible" if gpus else (
         f"{f.host.pci_nvidia_gpus} NVIDIA GPU(s) on PCI" if f.host.pci_nvidia_gpus else "no GPU visible")
