@@ -26,6 +26,7 @@ from typing import Any
 
 from doctor.facts import Facts, LibRef
 from doctor.findings import Evidence
+from doctor.safeio import small_int
 
 # --- the belief type ------------------------------------------------------------------------------
 
@@ -378,9 +379,10 @@ def _driver_cuda(facts: Facts) -> Known:
 def _vt(v: str | None) -> tuple[int, ...]:
     out = []
     for piece in (v or "").split("."):
-        if not piece.isdigit():
+        n = small_int(piece)  # ASCII digits, bounded: "²".isdigit() is True but int("²") raises
+        if n is None:
             break
-        out.append(int(piece))
+        out.append(n)
     return tuple(out)
 
 

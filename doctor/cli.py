@@ -11,9 +11,12 @@ Exit codes (stable): 0 no failure · 1 at least one failure (with --strict: or a
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import os
 import sys
+import threading
 
 from doctor import __version__
 
@@ -90,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    from doctor import children, safeio
+
+    _tolerant_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv and sys.stdin.isatty() and sys.stdout.isatty():
         argv = ["tui"]  # `gpu-doctor` alone on a terminal opens the TUI; piped or redirected, it runs check
@@ -102,20 +108,63 @@ def _main(argv: list[str] | None) -> int:
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["check", *argv]  # `gpu-doctor` alone, or with check's options, means `check`
     name = argv[0] if argv[0] in COMMANDS else None
-    args = build_parser(only=name or "").parse_args(argv)
+    handlers = children.install_signal_handlers() if threading.current_thread() is threading.main_thread() else {}
     try:
-        return importlib.import_module(COMMANDS[args.command][0]).run(args.command, args)
-    except UsageError as exc:
-        print(f"gpu-doctor: error: {exc}", file=sys.stderr)
+        args = build_parser(only=name or "").parse_args(argv)
+        code = importlib.import_module(COMMANDS[args.command][0]).run(args.command, args)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
+        return code
+    except (UsageError, safeio.InputError) as exc:
+        print(f"gpu-doctor: error: {safeio.display(str(exc), line=True)}", file=sys.stderr)
         return EXIT_USAGE
+    except children.Terminated as exc:
+        print(f"gpu-doctor: stopped by signal {exc.signum}", file=sys.stderr)
+        return 128 + exc.signum
     except BrokenPipeError:
+        _silence_stdout()  # the reader went away (`| head`): nothing more to say, and nothing at exit either
         return EXIT_OK
+    except OSError as exc:
+        if getattr(exc, "filename", None) is None and exc.errno in _OUTPUT_ERRNOS:  # writing our output failed
+            _silence_stdout()
+            print(f"gpu-doctor: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return _internal(exc)
     except Exception as exc:
-        if os.environ.get("GPU_DOCTOR_DEBUG"):
-            raise
-        print(f"gpu-doctor: internal error: {type(exc).__name__}: {exc} (set GPU_DOCTOR_DEBUG=1 for the "
-              "traceback, and please report it)", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _internal(exc)
+    finally:
+        children.kill_all()
+        children.restore(handlers)
+
+
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF, errno.EROFS, errno.EPIPE}
+
+
+def _internal(exc: Exception) -> int:
+    if os.environ.get("GPU_DOCTOR_DEBUG"):
+        raise exc
+    print(f"gpu-doctor: internal error: {type(exc).__name__}: {exc} (set GPU_DOCTOR_DEBUG=1 for the "
+          "traceback, and please report it)", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _tolerant_streams() -> None:
+    """Output never fails on a character the stream cannot encode (a lone surrogate from a snapshot, a
+    Latin-1 terminal): it is written as a backslash escape. Renderers escape control characters."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(Exception):
+                reconfigure(errors="backslashreplace")
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail a second time."""
+    with contextlib.suppress(Exception):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    with contextlib.suppress(Exception):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
 
 
 def _misspelt_command(word: str) -> str | None:

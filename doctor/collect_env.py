@@ -38,11 +38,13 @@ from doctor.facts import (
     HostInfo,
     LibRef,
     LoaderInfo,
+    MigDevice,
     ProbeError,
     PyPackage,
     PythonEnv,
     Toolkit,
 )
+from doctor.safeio import small_int
 
 SOURCE = "collect_env"
 MAX_TEXT = 1_000_000  # a paste longer than this is cut: a report is a few kB
@@ -97,6 +99,8 @@ _KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9_ ()./-]{0,60}?)\s*[:：](?
 _TORCH_NO_COLON = re.compile(r"^PyTorch version\s+(?P<value>\d\S*)\s*$", re.IGNORECASE)
 _BANNER = re.compile(r"^={5,}\s*$")
 _GPU_LINE = re.compile(r"^GPU\s*(?P<index>\d+)\s*[:：]\s*(?P<name>.+?)\s*(?:\(UUID:[^)]*\))?\s*$")
+# `nvidia-smi -L` under a GPU in MIG mode: "  MIG 3g.20gb     Device  0: (UUID: MIG-…)"; collect_env drops the UUID.
+_MIG_LINE = re.compile(r"^MIG\s+(?P<profile>\d{1,2}g\.\d{1,4}gb(?:\+\w{1,10})?)\s+Device\s+(?P<index>\d{1,3})\s*[:：]")
 _PACKAGE_LINE = re.compile(r"^\[(?P<tool>pip3?|conda)\]\s*(?P<rest>.*)$")
 _DRIVER_TOO_OLD = re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d+)\)")
 _ARCH_WARNING = re.compile(
@@ -399,11 +403,10 @@ def _driver(report: _Report, f: _Facts, macos: bool, rocm: bool) -> DriverInfo:
         f.unknown("driver", value)
     api = None
     m = _DRIVER_TOO_OLD.search(report.text)
-    if m:
-        n = int(m.group("v"))
-        if 1000 <= n < 100_000:
-            api = f"{n // 1000}.{(n % 1000) // 10}"
-            f.source("driver.cuda_driver_api", f"torch warning 'driver on your system is too old (found version {n})'")
+    n = small_int(m.group("v")) if m else None  # bounded: int() refuses 4,300+ digits, and pastes are untrusted
+    if n is not None and 1000 <= n < 100_000:
+        api = f"{n // 1000}.{(n % 1000) // 10}"
+        f.source("driver.cuda_driver_api", f"torch warning 'driver on your system is too old (found version {n})'")
     # Statements of absence printed around the report are evidence too (see doctor/beliefs.py).
     init_error = nvml_error = None
     low = report.text.lower()
@@ -443,12 +446,28 @@ def _error_lines(text: str) -> list[str]:
     return out
 
 
+def _mig_devices(report: _Report) -> dict[int, list[MigDevice]]:
+    """The MIG devices listed under each GPU line ({GPU index: devices})."""
+    out: dict[int, list[MigDevice]] = {}
+    gpu: int | None = None
+    for line in report.blocks.get("gpus", []):
+        m = _GPU_LINE.match(line)
+        if m:
+            gpu = int(m.group("index"))
+            continue
+        mig = _MIG_LINE.match(line.strip())
+        if mig and gpu is not None:
+            out.setdefault(gpu, []).append(MigDevice(index=int(mig.group("index")), name=f"MIG {mig.group('profile')}"))
+    return out
+
+
 def _gpu_names(report: _Report) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     for line in report.blocks.get("gpus", []):
         m = _GPU_LINE.match(line)
-        if m:
-            out.append((int(m.group("index")), m.group("name").strip()))
+        index = small_int(m.group("index"), 6) if m else None
+        if m and index is not None:
+            out.append((index, m.group("name").strip()))
     if not out:
         value = report.values.get("gpus")
         if _state(value) == "known" and value and not _GPU_LINE.match(value):
@@ -473,11 +492,16 @@ def _gpus(report: _Report, f: _Facts, rocm: bool) -> list[Gpu]:
     for m in _warnings(report.text, _OLD_GPU_WARNING, OLD_GPU_ANCHOR):
         ccs[_gpu_key(m.group("name"))] = f"{m.group('major')}.{m.group('minor')}"
     gpus = []
+    migs = _mig_devices(report)
     for index, name in names:
         cc = ccs.get(_gpu_key(name))
         if cc:
             f.source(f"gpus[{index}].compute_capability", "torch warning 'with CUDA capability sm_NN'")
-        gpus.append(Gpu(index=index, name=name, compute_capability=cc, source=SOURCE))
+        mig = migs.get(index, [])
+        if mig:
+            f.source(f"gpus[{index}].mig_devices", "GPU models and configuration ('MIG … Device N:' lines)")
+        gpus.append(Gpu(index=index, name=name, compute_capability=cc, source=SOURCE, mig_devices=mig,
+                        mig_mode=True if mig else None))
     f.source("gpus", "GPU models and configuration")
     return gpus
 

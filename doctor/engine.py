@@ -110,7 +110,7 @@ def planned_fixes(facts: Facts, findings: list[Finding], ctx: Context) -> list[F
 
 def collected_by_probes(facts: Facts) -> bool:
     """Were these facts probed on a machine (live or a snapshot), not parsed from a pasted report?"""
-    return str(facts.sources.get("driver", "")).startswith("probes:")
+    return str(facts.sources.get("driver", "")).startswith("probes")
 
 
 # A skip reason that names where this machine's probes look: true of a probed machine, wrong for a report.

@@ -17,9 +17,10 @@ from functools import cache
 from typing import Any
 
 from doctor.facts import Facts
+from doctor.safeio import small_int
 
 EXPLAIN_SCHEMA = "gpu-doctor.explain/v1"
-MAX_TEXT = 1_000_000  # a pasted log longer than this is cut: the patterns only need the error lines
+MAX_TEXT = 1_000_000  # a pasted log longer than this keeps its head and tail: the error lines are there
 UNCHECKED = "unchecked."
 
 # How a cause stands on the machine, from its check's result.
@@ -65,6 +66,14 @@ class Explanation:
         return [c for c in self.causes if c.status == APPLIES]
 
 
+def bounded(text: str) -> str:
+    """At most MAX_TEXT characters: the head and the tail of a longer text (a traceback ends a log)."""
+    if len(text) <= MAX_TEXT:
+        return text
+    half = MAX_TEXT // 2
+    return text[:half] + "\n" + text[-half:]
+
+
 def signatures(rows: list[dict[str, Any]] | None = None) -> list[Signature]:
     """The reviewed signatures, in file order; a row that does not compile is left out (the tests forbid it)."""
     if rows is None:
@@ -92,7 +101,7 @@ def _signature(row: dict[str, Any]) -> Signature | None:
 
 def match(text: str, sigs: list[Signature] | None = None) -> list[tuple[Signature, str]]:
     """Every signature found in the text with the line it matched, in the order the text shows them."""
-    text = text[:MAX_TEXT]
+    text = bounded(text)
     found = []
     for order, sig in enumerate(sigs if sigs is not None else signatures()):
         m = sig.pattern.search(text)
@@ -114,7 +123,7 @@ def explain(text: str, facts: Facts | None = None, sigs: list[Signature] | None 
         results = _run_checks(facts, {c.code for sig, _line in matched for c in sig.causes}, ctx)
     out = []
     for sig, line in matched:
-        verdicts = [_verdict(c, results, facts is not None) for c in sig.causes]
+        verdicts = [_unknowable(_verdict(c, results, facts is not None), facts) for c in sig.causes]
         out.append(Explanation(signature=sig, matched=line, causes=verdicts, notes=_notes(sig, text)))
     return out
 
@@ -155,6 +164,25 @@ def _verdict(cause: Cause, results: dict[str, tuple[str, str | None, list[Any]]]
     return CauseVerdict(cause.code, cause.text, UNKNOWN, reason)
 
 
+# Causes whose check answers "does not apply" from a fact that a bug report cannot state: a collect_env
+# report never says whether it ran in a container, so "not in a container" would be a guess there.
+_NEEDS_PROBE = {
+    "container.no_gpu_passthrough": ("host.container", "whether it ran in a container"),
+    "container.toolkit_missing": ("host.container", "whether it ran in a container"),
+}
+
+
+def _unknowable(v: CauseVerdict, facts: Facts | None) -> CauseVerdict:
+    need = _NEEDS_PROBE.get(v.code)
+    if facts is None or need is None or v.status not in (NOT_APPLICABLE, RULED_OUT):
+        return v
+    fact, what = need
+    # A live collection ran the host probes ("driver" is its marker); a report states only what it says.
+    if facts.host.container or fact in facts.sources or "driver" in facts.sources:
+        return v
+    return CauseVerdict(v.code, v.text, UNKNOWN, f"the facts do not say {what}")
+
+
 # --- what the message itself says ---------------------------------------------------------------
 
 _SIZE = r"([\d.]+) (B|bytes|KiB|MiB|GiB|TiB)"
@@ -177,14 +205,15 @@ def _size(gib: float) -> str:
 
 
 def _notes(sig: Signature, text: str) -> list[str]:
-    text = text[:MAX_TEXT]
+    text = bounded(text)
     notes = []
     if sig.id == "torch.out_of_memory":
         notes += _oom_notes(text)
     m = sig.pattern.search(text)
     groups = m.groupdict() if m else {}
-    if sig.id == "torch.driver_too_old" and groups.get("found"):
-        n = int(groups["found"])
+    found = small_int(groups.get("found") or "")  # a pasted text may hold 5,000 digits here: not a version
+    if sig.id == "torch.driver_too_old" and found is not None:
+        n = found
         notes.append(f"'found version {n}' is the driver's CUDA version: {n // 1000}.{(n % 1000) // 10}; the torch "
                      "build needs a newer one.")
     if sig.id == "torch.arch_not_compatible" and groups.get("cc"):

@@ -66,6 +66,7 @@ class DriverInfo:
     module_loaded: bool | None = None
     userspace: str | None = None
     cuda_driver_api: str | None = None
+    smi_cuda_version: str | None = None  # nvidia-smi's "CUDA Version" (XML <cuda_version>): the driver's CUDA
     cuda_init_error: str | None = None
     nvml_error: str | None = None
     module_flavor: str | None = None  # open | proprietary
@@ -244,13 +245,18 @@ class FactsError(ValueError):
     """A snapshot that cannot be read as gpu-doctor facts v1."""
 
 
-def load_facts(text: str) -> Facts:
+def load_facts(text: str | bytes) -> Facts:
+    """Facts from a snapshot's text; :class:`FactsError` (one line) for anything that is not one.
+
+    The JSON is read with :func:`doctor.safeio.load_json`: numbers too long to print, NaN and
+    Infinity, and nesting deeper than the stack are refused there, so no later step meets them.
+    """
+    from doctor.safeio import InputError, load_json
+
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FactsError(f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except RecursionError:
-        raise FactsError("not JSON (nested too deeply)") from None
+        data = load_json(text)
+    except InputError as exc:
+        raise FactsError(str(exc)) from None
     return Facts.from_dict(data)
 
 

@@ -13,12 +13,13 @@ problems); any other status is checked against the findings found, and the worse
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from doctor.safeio import JSON_DECODER, InputError, load_json
 
 REPORT_SCHEMA = "gpu-doctor.report/v1"  # == doctor.engine.REPORT_SCHEMA; not imported, to keep workers light
 FACTS_SCHEMA = "gpu-doctor.facts/v1"
@@ -105,11 +106,9 @@ class FileError:
 # a match is structure. Anything unexpected falls back to a full json.loads: always right, slower.
 _REPORT_HEAD = re.compile(r'\s*\{\s*"schema"\s*:\s*"gpu-doctor\.report/v1"\s*,\s*"status"\s*:\s*"(ok|warn|fail)"')
 _FACTS_AT = re.compile(r'"facts"\s*:\s*(?=\{\s*"schema"\s*:\s*"gpu-doctor\.facts/v1")')
-_PROBLEM_SEVERITY = re.compile(r'"severity"\s*:\s*"(?:fail|warn)"')
-_PROBLEM_AT = re.compile(r'\{\s*"code"\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*"severity"')
 _WS = re.compile(r"\s*")
 _TAIL = re.compile(r"\s*\}\s*\}\s*\Z")  # the facts' brace, the report's
-_DECODER = json.JSONDecoder()
+_DECODER = JSON_DECODER  # numbers too long to print, NaN and Infinity are refused, not decoded
 _ACTIVE_AT = re.compile(r'\s*,\s*"active"\s*:\s*')
 # What the fleet reads from the facts, in their order (Facts' fields): each key is looked for after
 # the one before, so the facts are scanned once. The rest (driver packages, loader …) is skipped.
@@ -165,10 +164,15 @@ def _read_report_fast(text: str, head: re.Match[str]) -> tuple[list[Any], dict[s
         # file is whole (a report cut short by a killed job or a full disk must not pass for a node).
         if not _TAIL.match(text, _value_of(text, "sources", at_key)[1]):
             return None
-        findings = [] if head.group(1) == "ok" else _problems(text, head.end(), at)
+        # The findings are always decoded and checked: a report whose findings are not a list of findings
+        # is corrupt, whatever its status says, and must not pass for a healthy node.
+        all_findings, _ = _value_of(text, "findings", head.end())
+        if not isinstance(all_findings, list) or not all(
+                isinstance(f, dict) and isinstance(f.get("code"), str) and _rank(f.get("severity"), None) is not None
+                for f in all_findings):
+            return None
+        findings = [f for f in all_findings if f["severity"] in PROBLEM_SEVERITIES]
     except (ValueError, RecursionError):
-        return None
-    if findings is None:
         return None
     worst = max((_rank(f.get("severity")) or 0 for f in findings if isinstance(f, dict)), default=0)
     if worst != SEVERITY_RANK[head.group(1)]:  # the report's own status disagrees: read it all
@@ -184,28 +188,17 @@ def _value_of(text: str, key: str, start: int) -> tuple[Any, int]:
     return _DECODER.raw_decode(text, _WS.match(text, at + len(key) + 3).end())
 
 
-def _problems(text: str, start: int, end: int) -> list[Any] | None:
-    out = []
-    for m in _PROBLEM_SEVERITY.finditer(text, start, end):
-        brace = text.rfind("{", start, m.start())
-        if brace < 0 or not _PROBLEM_AT.match(text, brace):
-            return None
-        out.append(_DECODER.raw_decode(text, brace)[0])
-    return out
-
-
 def _loads(text: str) -> Any:
     if not text.strip():
         raise FleetInputError("empty file")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return load_json(text)
+    except InputError as exc:
+        if not str(exc).startswith("not JSON ("):
+            raise FleetInputError(str(exc)) from None
         first = text.lstrip().splitlines()[0] if text.strip() else ""
         snippet = first[:60] + ("…" if len(first) > 60 else "")
-        raise FleetInputError(f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-                              f"it starts with {snippet!r}") from None
-    except RecursionError:
-        raise FleetInputError("not JSON (nested too deeply)") from None
+        raise FleetInputError(f"{exc}; it starts with {snippet!r}") from None
 
 
 def _diagnose(data: dict[str, Any]) -> list[Any]:
@@ -379,7 +372,9 @@ class Fleet:
 
 def natural_key(name: str) -> tuple[Any, ...]:
     """node2 before node10."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name) if p)
+    # [0-9] and a length bound: \d and isdigit() take digits int() cannot read or cannot print
+    return tuple((0, int(p), "") if len(p) < 30 and p.isascii() and p.isdigit() else (1, 0, p)
+                 for p in re.split(r"([0-9]+)", name) if p)
 
 
 def aggregate(nodes: Iterable[Node], errors: Iterable[FileError] = ()) -> Fleet:

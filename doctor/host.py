@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from doctor import children, safeio
 
 DEFAULT_TIMEOUT = 5.0
 MAX_READ = 4 * 1024 * 1024  # a probe never needs more of one file; /proc files can be endless
@@ -46,39 +50,97 @@ class CmdResult:
 Runner = Callable[[Sequence[str], float, Mapping[str, str]], CmdResult]
 
 
+OUTPUT_CAP = 16 * 1024 * 1024  # per stream; `nvidia-smi -q -x` on 8 GPUs prints ~300 kB
+
+
 def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> CmdResult:
-    """Run argv with a timeout; never raises.
+    """Run argv with a timeout and a cap on its output; never raises (except to let a signal unwind).
 
     The child gets its own process group so that on timeout the whole group is killed: a wrapper
-    script whose grandchild hangs (holding our pipes open) cannot hang the doctor either.
+    script whose grandchild hangs (holding our pipes open) cannot hang the doctor either. The group is
+    registered with :mod:`doctor.children`, so SIGINT / SIGTERM / SIGHUP kill it too. A command that
+    prints more than :data:`OUTPUT_CAP` on a stream is killed and its output kept up to the cap.
     """
     args = tuple(argv)
     try:
-        proc = subprocess.Popen(
+        proc = children.start(lambda: subprocess.Popen(
             args,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             env=dict(env),
             start_new_session=True,
-        )
+            preexec_fn=_die_with_parent if _PRCTL is not None else None,  # even a SIGKILLed doctor leaves none
+        ))
     except FileNotFoundError:
         return CmdResult(args, None, error="not found")
     except PermissionError:
         return CmdResult(args, None, error="permission denied")
-    except OSError as exc:
-        return CmdResult(args, None, error=exc.strerror or str(exc))
+    except children.Stopping:
+        return CmdResult(args, None, error="not run: gpu-doctor is stopping")
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or the environment
+        return CmdResult(args, None, error=getattr(exc, "strerror", None) or str(exc))
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+        out, err, why = _collect(proc, timeout)
+    except BaseException:  # a signal unwinding the main thread: the group goes with it
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-        out = err = b""
-        with contextlib.suppress(subprocess.TimeoutExpired, OSError, ValueError):
-            out, err = proc.communicate(timeout=1.0)  # whatever it printed before it hung
-        return CmdResult(args, None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                         error=f"timed out after {timeout:g}s")
-    return CmdResult(args, proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+        raise
+    finally:
+        children.unregister(proc.pid)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+    text_out, text_err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    if why is not None:
+        return CmdResult(args, None, text_out, text_err, error=why)
+    return CmdResult(args, proc.returncode, text_out, text_err)
+
+
+def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes, str | None]:
+    """(stdout, stderr, why it was stopped) of a child, reading both pipes up to the cap and the deadline."""
+    assert proc.stdout is not None and proc.stderr is not None
+    bufs: dict[int, bytearray] = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    open_fds = set(bufs)
+    deadline = time.monotonic() + timeout
+    why: str | None = None
+    with selectors.DefaultSelector() as sel:
+        for fd in open_fds:
+            sel.register(fd, selectors.EVENT_READ)
+        while open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                why = f"timed out after {timeout:.3g}s"
+                break
+            for key, _ in sel.select(left):
+                fd = key.fd
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                bufs[fd] += chunk
+                if len(bufs[fd]) > OUTPUT_CAP:
+                    why = f"output truncated at {OUTPUT_CAP // (1024 * 1024)} MB (the command was stopped)"
+                    open_fds.clear()
+                    break
+    if why is None:
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:  # closed its pipes but kept running
+            why = f"timed out after {timeout:.3g}s"
+    if why is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=1.0)
+    else:  # the leader exited: leave no grandchild of its group behind
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    out, err = (bytes(bufs[proc.stdout.fileno()][:OUTPUT_CAP]), bytes(bufs[proc.stderr.fileno()][:OUTPUT_CAP]))
+    return out, err, why
 
 
 @dataclass(frozen=True)
@@ -139,10 +201,13 @@ def stream(argv: Sequence[str], env: Mapping[str, str], silence: float,
     import time
 
     with tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                    env=dict(env), start_new_session=True,
-                                    preexec_fn=_die_with_parent if _PRCTL is not None else None)
+        try:  # registered: SIGINT / SIGTERM / SIGHUP of the doctor kill this group too (doctor.children)
+            proc = children.start(lambda: subprocess.Popen(
+                list(argv), stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=dict(env),
+                start_new_session=True, preexec_fn=_die_with_parent if _PRCTL is not None else None))
+        except children.Stopping:
+            yield StreamEnd(None, error="not run: gpu-doctor is stopping")
+            return
         except OSError as exc:
             yield StreamEnd(None, error=exc.strerror or str(exc))
             return
@@ -182,6 +247,7 @@ def stream(argv: Sequence[str], env: Mapping[str, str], silence: float,
                 # The child ended; anything it started in its group (a torch worker) goes with it.
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)
+            children.unregister(proc.pid)
             proc.stdout.close()
         if buf:
             yield buf
@@ -208,12 +274,21 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
 
 @dataclass(frozen=True)
 class Host:
-    """The machine as probes see it: a root directory, an environment and a command runner."""
+    """The machine as probes see it: a root directory, an environment and a command runner.
+
+    ``budget`` is one overall deadline (seconds from when the Host is made) for every command together,
+    on top of each command's own timeout: ten hung commands cannot add up to ten timeouts. ``notes``
+    collects what the host itself had to cut short (a file over its cap); the collector turns them into
+    error entries of the snapshot.
+    """
 
     root: Path = Path("/")
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     timeout: float = DEFAULT_TIMEOUT
     runner: Runner = subprocess_runner
+    budget: float | None = None
+    notes: list[str] = field(default_factory=list, compare=False, repr=False)
+    started: float = field(default_factory=time.monotonic, compare=False, repr=False)
 
     @property
     def live(self) -> bool:
@@ -236,22 +311,42 @@ class Host:
         except ValueError:
             return str(real)
 
-    def read_text(self, logical: str) -> str:
-        """Read a file of the inspected system. Raises OSError (with its reason) when unreadable."""
-        with open(self.path(logical), "rb") as fh:
-            data = fh.read(MAX_READ)
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def read_text(self, logical: str, limit: int = MAX_READ) -> str:
+        """Read a file of the inspected system, up to ``limit`` bytes (a longer file is noted as truncated).
+
+        Only a regular file is read, and opening never blocks: a FIFO or a device (``/dev/zero``) put
+        where a file belongs raises OSError like a missing file. ``/proc`` and ``/sys`` files are regular.
+        """
+        data = self.read_bytes(logical, limit)
         return data.decode("utf-8", "replace")
 
-    def try_read(self, logical: str) -> str | None:
+    def try_read(self, logical: str, limit: int = MAX_READ) -> str | None:
         """Read a file, or None when it does not exist or cannot be read."""
         try:
-            return self.read_text(logical)
+            return self.read_text(logical, limit)
         except (OSError, ValueError):
             return None
 
     def read_bytes(self, logical: str, limit: int = MAX_READ) -> bytes:
-        with open(self.path(logical), "rb") as fh:
-            return fh.read(limit)
+        data, more = safeio.read_file(self.path(logical), limit)
+        if more:
+            self.note(f"{logical}: output truncated at {safeio.megabytes(limit)} (the rest was not read)")
+        return data
+
+    def iter_lines(self, logical: str, limit: int) -> Iterator[str]:
+        """The lines of a (large) file, streamed, up to ``limit`` bytes; raises OSError like read_text."""
+        with safeio.open_regular(self.path(logical)) as fh:
+            seen = 0
+            for raw in fh:
+                seen += len(raw)
+                if seen > limit:
+                    self.note(f"{logical}: output truncated at {safeio.megabytes(limit)} (the rest was not read)")
+                    return
+                yield raw.decode("utf-8", "replace")
 
     def exists(self, logical: str) -> bool:
         try:
@@ -322,16 +417,25 @@ class Host:
 
     def which(self, name: str) -> str | None:
         """Find a command on the inspected system's PATH (logical path), as a shell would."""
-        if "/" in name:
-            return name if os.access(self.path(name), os.X_OK) else None
-        for d in (self.env.get("PATH") or "/usr/local/bin:/usr/bin:/bin").split(os.pathsep):
-            if not d:
-                continue
-            cand = os.path.join(d, name)
-            real = self.path(cand)
-            if real.is_file() and os.access(real, os.X_OK):
-                return cand
+        try:
+            if "/" in name:
+                return name if os.access(self.path(name), os.X_OK) else None
+            for d in (self.env.get("PATH") or "/usr/local/bin:/usr/bin:/bin").split(os.pathsep):
+                if not d:
+                    continue
+                cand = os.path.join(d, name)
+                real = self.path(cand)
+                if real.is_file() and os.access(real, os.X_OK):
+                    return cand
+        except (OSError, ValueError):  # a NUL byte in a name, an unreadable directory on PATH
+            return None
         return None
+
+    def remaining(self) -> float | None:
+        """Seconds left of the overall budget; None when there is none."""
+        if self.budget is None:
+            return None
+        return self.budget - (time.monotonic() - self.started)
 
     def stream(self, argv: Sequence[str], silence: float, env: Mapping[str, str] | None = None,
                alive: Callable[[bytes], bool] = lambda line: True) -> Iterator[bytes | StreamEnd]:
@@ -343,7 +447,18 @@ class Host:
         exe = self.which(argv[0])
         if exe is None:
             return CmdResult(tuple(argv), None, error="not found")
+        limit = timeout or self.timeout
+        left = self.remaining()
+        cut = left is not None and left < limit
+        if left is not None:
+            if left <= 0.05:
+                return CmdResult(tuple(argv), None, error=f"not run: the overall deadline ({self.budget:g}s) had "
+                                 "passed")
+            limit = min(limit, left)
         real_argv = [str(self.path(exe)), *argv[1:]]
-        result = self.runner(real_argv, timeout or self.timeout, self.env)
+        result = self.runner(real_argv, limit, self.env)
+        error = result.error
+        if cut and error and error.startswith("timed out"):
+            error = f"stopped at the overall deadline ({self.budget:g}s)"
         # Report the command the way the user would type it, not the sysroot path.
-        return CmdResult(tuple(argv), result.returncode, result.stdout, result.stderr, result.error)
+        return CmdResult(tuple(argv), result.returncode, result.stdout, result.stderr, error)

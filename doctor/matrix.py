@@ -7,6 +7,7 @@ row and its URL exactly. The rules here answer one question each and say which r
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import hashlib
 import json
 import re
@@ -16,6 +17,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from doctor.safeio import small_int
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -23,6 +26,7 @@ else:  # pragma: no cover - Python 3.10
 
 
 Row = dict[str, Any]
+STALE_DAYS = 90  # `gpu-doctor matrix` warns when the data's oldest review is older than this
 FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid", "errors", "images")
 
 
@@ -30,9 +34,10 @@ def vtuple(version: str | None) -> tuple[int, ...]:
     """'535.104.05' -> (535, 104, 5); non-numeric pieces end the tuple. () for None."""
     out: list[int] = []
     for piece in re.split(r"[.\-+]", version or ""):
-        if not piece.isdigit():
+        n = small_int(piece)  # ASCII digits only: "²".isdigit() is True but int("²") raises
+        if n is None:
             break
-        out.append(int(piece))
+        out.append(n)
     return tuple(out)
 
 
@@ -44,6 +49,35 @@ def major_minor(version: str | None) -> str | None:
 def branch(driver: str | None) -> int | None:
     t = vtuple(driver)
     return t[0] if t else None
+
+
+def is_branch(driver: str | None) -> bool:
+    """'535' (or 'R535', 'r535'): a driver branch, not one release."""
+    return bool(re.fullmatch(r"[Rr]?\d{3}", (driver or "").strip()))
+
+
+def driver_meets(driver: str | None, floor: str | None) -> bool:
+    """Is a driver at or above a floor? A bare branch ('535') stands for its newest release: it meets every
+    floor of its own branch and below (535 meets 535.104.05, 12.2's minimum)."""
+    if not driver or not floor:
+        return False
+    if is_branch(driver):
+        b, fb = int(driver.strip().lstrip("Rr")), branch(floor)
+        return fb is not None and b >= fb
+    return vtuple(driver) >= vtuple(floor)
+
+
+def row_runs_natively(row: dict[str, Any], driver: str, windows: bool = False) -> bool:
+    """Does this driver run this toolkit row natively: its minimum driver, or (13.3+, where NVIDIA names only
+    the branch) its driver branch?"""
+    floor = row.get("windows_min_driver" if windows else "linux_min_driver")
+    if floor:
+        return driver_meets(driver, floor)
+    b = row.get("driver_branch")
+    if b and not windows:
+        own = int(driver.strip().lstrip("Rr")) if is_branch(driver) else branch(driver)
+        return own is not None and own >= int(b)
+    return False
 
 
 @dataclass(frozen=True)
@@ -63,6 +97,27 @@ class Matrix:
 
     def describe(self) -> str:
         return f"{self.origin} matrix" + (f", reviewed {self.reviewed}" if self.reviewed else "")
+
+    @property
+    def oldest_review(self) -> str | None:
+        """The oldest `reviewed` date among the files: the data is no fresher than that."""
+        dates = [str(d.get("reviewed")) for d in self.data.values() if isinstance(d, dict) and d.get("reviewed")]
+        return min(dates, default=None)
+
+    def staleness(self, today: _dt.date | None = None, max_days: int = STALE_DAYS) -> str | None:
+        """A warning when the oldest review is more than ``max_days`` old (None when fresh or undated)."""
+        oldest = self.oldest_review
+        if not oldest:
+            return None
+        try:
+            age = ((today or _dt.date.today()) - _dt.date.fromisoformat(oldest[:10])).days
+        except ValueError:
+            return None
+        if age <= max_days:
+            return None
+        return (f"the compatibility data was last reviewed on {oldest}, {age} days ago (more than {max_days}): "
+                "releases since then are missing; upgrade gpu-doctor (`gpu-doctor matrix refresh` updates the "
+                "framework rows only)")
 
     # --- CUDA toolkit and driver ------------------------------------------------------------
 
@@ -90,10 +145,12 @@ class Matrix:
         return [r for r in self.rows("cuda", "forward_compat")
                 if vtuple(r.get("cuda"))[:1] == want[:1] and vtuple(r.get("cuda")) >= want]
 
+    def native_toolkits(self, driver: str, windows: bool = False) -> list[Row]:
+        """Toolkit releases this driver (or bare branch) runs natively, by minimum driver or driver branch."""
+        return [r for r in self.rows("cuda", "toolkit") if row_runs_natively(r, driver, windows)]
+
     def newest_cuda_for_driver(self, driver: str) -> Row | None:
-        ok = [r for r in self.rows("cuda", "toolkit")
-              if r.get("linux_min_driver") and vtuple(r["linux_min_driver"]) <= vtuple(driver)]
-        return max(ok, key=lambda r: vtuple(r["version"]), default=None)
+        return max(self.native_toolkits(driver), key=lambda r: vtuple(r["version"]), default=None)
 
     def sm_support(self, cuda: str) -> Row | None:
         mm = major_minor(cuda)
@@ -106,7 +163,13 @@ class Matrix:
     # --- GPUs ---------------------------------------------------------------------------------
 
     def gpu(self, name: str | None) -> Row | None:
-        """The GPU row for a name as NVML/nvidia-smi print it (or a marketing name), best match first."""
+        """The GPU row for a name as NVML/nvidia-smi print it or as users type it, never a different GPU.
+
+        Exact names and aliases first. Otherwise a row matches when the two names differ only by words that do not
+        make another GPU: brand words ("GeForce", "Tesla"), memory size and form factor ("80GB", "SXM4", "PCIe"),
+        and, for a printed name longer than the row's, "Laptop GPU" / "Max-Q". "RTX 5070 Ti" is not the RTX 5070,
+        "Jetson Nano" is not the Jetson Orin Nano, "RTX 5080 SUPER" is not the RTX 5080.
+        """
         if not name:
             return None
         want = _norm_gpu(name)
@@ -114,23 +177,24 @@ class Matrix:
         for r in rows:
             if want in {_norm_gpu(n) for n in [r.get("name", ""), *r.get("aliases", [])]}:
                 return r
-        # Looser: the words typed are all in a row's name ("RTX 4090" → "NVIDIA GeForce RTX 4090"), the
-        # closest such row first; else a row's words all appear in the printed name.
         typed = set(want.split())
-        best: tuple[int, Row] | None = None
-        for r in rows:
+        if not typed:
+            return None
+        best: tuple[int, int, Row] | None = None
+        for order, r in enumerate(rows):
             for n in [r.get("name", ""), *r.get("aliases", [])]:
                 words = set(_norm_gpu(n).split())
-                if typed and typed <= words and (best is None or len(words) < best[0]):
-                    best = (len(words), r)
-        if best:
-            return best[1]
-        for r in rows:
-            for n in [r.get("name", ""), *r.get("aliases", [])]:
-                words = set(_norm_gpu(n).split())
-                if words and words <= typed and (best is None or len(words) > best[0]):
-                    best = (len(words), r)
-        return best[1] if best else None
+                if not words:
+                    continue
+                if typed <= words and all(_filler(w) for w in words - typed):
+                    extra = len(words - typed)   # the user typed fewer words: fewest extras wins
+                elif words <= typed and all(_filler(w) or w in _PRINTED_EXTRA for w in typed - words):
+                    extra = len(typed - words)   # the printed name is longer: the row naming most of it wins
+                else:
+                    continue
+                if best is None or (extra, order) < best[:2]:
+                    best = (extra, order, r)
+        return best[2] if best else None
 
     def architecture(self, name_or_cc: str | None) -> Row | None:
         if not name_or_cc:
@@ -139,6 +203,46 @@ class Matrix:
             if r.get("name") == name_or_cc or name_or_cc in r.get("compute_capabilities", []):
                 return r
         return None
+
+    def first_driver(self, arch: Row | None, cc: str | None) -> str | None:
+        """The oldest Linux driver that knows a GPU: per compute capability where NVIDIA's data differ from the
+        architecture's first GPU (sm_86 RTX 30 / A40 / A10 need 455.23, not the A100's 450.36.06)."""
+        if not arch:
+            return None
+        by_cc = arch.get("first_driver_by_cc") or {}
+        # Where NVIDIA names only a branch (Rubin: R615), the bare branch stands for its first release.
+        return ((by_cc.get(cc) if cc and isinstance(by_cc, dict) else None) or arch.get("first_driver")
+                or (str(arch["first_driver_branch"]) if arch.get("first_driver_branch") else None))
+
+    def windows_branch(self, windows_driver: str | None) -> int | None:
+        """The Linux branch of a Windows driver version (what WSL2 reports), from NVIDIA's Linux/Windows pairs.
+
+        Windows numbers are not branch numbers (R570 ships as 572.xx/573.xx). A version maps to a branch only when
+        it lies between two known Windows versions of that same branch; otherwise it is unknown (None).
+        """
+        v = vtuple(windows_driver)
+        if not v:
+            return None
+        pairs = [(r["linux"], r["windows"]) for r in self.rows("cuda", "windows_driver")
+                 if r.get("linux") and r.get("windows")]
+        pairs += [(r["linux_min_driver"], r["windows_min_driver"]) for r in self.rows("cuda", "toolkit")
+                  if r.get("linux_min_driver") and r.get("windows_min_driver")]
+        by_branch: dict[int, list[tuple[int, ...]]] = {}
+        for lin, win in pairs:
+            b = branch(lin)
+            if b is not None:
+                by_branch.setdefault(b, []).append(vtuple(win))
+        for b, wins in by_branch.items():
+            if min(wins) <= v <= max(wins):
+                return b
+        return None
+
+    def branch_lifecycle(self, branch_number: int | None) -> Row | None:
+        """NVIDIA's data-center lifecycle row of a driver branch (designation, end of life), if listed."""
+        if branch_number is None:
+            return None
+        return next((r for r in self.rows("cuda", "driver_branch") if str(r.get("branch")) == str(branch_number)),
+                    None)
 
     def gpu_for_facts(self, name: str | None, cc: str | None) -> tuple[Row | None, Row | None]:
         row = self.gpu(name)
@@ -184,6 +288,15 @@ def cuda_in(cuda: str, spec: str) -> bool:
         lo, hi = spec.split("-", 1)
         return vtuple(lo) <= v <= vtuple(hi)
     return v == vtuple(major_minor(spec))
+
+
+_BRAND = frozenset({"geforce", "tesla", "quadro", "graphics", "edition", "gpu"})
+_PRINTED_EXTRA = frozenset({"laptop", "mobile", "max", "q", "maxq"})
+
+
+def _filler(word: str) -> bool:
+    """A word that does not tell two GPUs apart: a brand word, a memory size, a form factor."""
+    return word in _BRAND or bool(re.fullmatch(r"\d{1,3}gb|sxm\d?|pcie|hbm\d?e?|nvl|smx\d?", word))
 
 
 def _norm_gpu(name: str) -> str:
@@ -236,6 +349,8 @@ def bundled() -> Matrix:
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             problems.append(f"compat/{name}.toml: {exc}")
             data[name] = {}
+    # The header names the newest review; `gpu-doctor matrix` also states the oldest (Matrix.oldest_review) and
+    # warns when that one is more than STALE_DAYS old.
     reviewed = max((str(d.get("reviewed")) for d in data.values() if d.get("reviewed")), default=None)
     return Matrix(data=data, origin="bundled", reviewed=reviewed, problems=problems)
 
@@ -280,20 +395,27 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
                                "minor-version compatibility", [m.mvc(major or 0) or {}])
             return Verdict(False, "too-old", f"the driver's CUDA API is {driver_api}, older than {cuda}")
         return Verdict(False, "unknown", "the driver version is unknown")
-    if need and vtuple(driver) >= vtuple(need["linux_min_driver"]):
+    if need is None and not windows:
+        by_branch = [r for r in m.toolkit_rows(cuda) if r.get("driver_branch")]
+        if by_branch and row_runs_natively(by_branch[0], driver):
+            b = by_branch[0]["driver_branch"]
+            return Verdict(True, "native", f"CUDA {major_minor(cuda)} pairs with driver branch R{b}; {driver} is "
+                           "that branch or newer", [by_branch[0]])
+    if need and driver_meets(driver, need["linux_min_driver"]):
         return Verdict(True, "native", f"CUDA {major_minor(cuda)} needs driver ≥ {need['linux_min_driver']} "
                        f"({need.get('label', need['version'])}); {driver} qualifies", [need])
     mvc = m.mvc(major) if major is not None else None
     if mvc and windows:
         mvc = {**mvc, "linux_min_driver": mvc.get(key)}
-    if mvc and mvc.get("linux_min_driver") and vtuple(driver) >= vtuple(mvc["linux_min_driver"]):
+    if mvc and mvc.get("linux_min_driver") and driver_meets(driver, mvc["linux_min_driver"]):
         return Verdict(True, "minor-version",
                        f"driver {driver} is older than CUDA {major_minor(cuda)} asks for "
                        f"(≥ {need['linux_min_driver'] if need else '?'}), but CUDA {major}.x runs on any driver ≥ "
                        f"{mvc['linux_min_driver']} by minor-version compatibility (no JIT of newer PTX; a few newer "
                        "APIs return cudaErrorCallRequiresNewerDriver)", [r for r in (need, mvc) if r])
+    own = int(driver.strip().lstrip("Rr")) if is_branch(driver) else branch(driver)
     fwd = [] if windows else [r for r in m.forward_compat_rows(cuda)
-                              if str(branch(driver)) in [str(b) for b in r.get("driver_branches", [])]]
+                              if str(own) in [str(b) for b in r.get("driver_branches", [])]]
     policy = m.table("cuda", "forward_compat_policy")
     eligible = gpu_segment in policy.get("segments", []) if gpu_segment else None
     if fwd and eligible:

@@ -236,6 +236,13 @@ _ABSENT = frozenset(
         "insufficient permissions",
         "[insufficient permissions]",
         "requested functionality has been deprecated",
+        "not found",
+        "[not found]",
+        "unknown",
+        "[unknown]",
+        "gpu is lost",
+        "[gpu is lost]",
+        "[gpu requires reset]",
     }
 )
 _THROTTLE_BLOCKS = (
@@ -272,9 +279,11 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any]:
     gpus = []
     for child in children:
         if child.tag == "driver_version":
-            result["driver_version"] = _clean(child.text)
+            result["driver_version"] = _version_or_none(_clean(child.text) or "")
         elif child.tag == "cuda_version":
-            result["cuda_version"] = _clean(child.text)
+            # "Not Found" (no libcuda next to nvidia-smi), "N/A": unknown, never a version.
+            cuda = _clean(child.text) or ""
+            result["cuda_version"] = cuda if re.fullmatch(r"\d{1,3}\.\d{1,3}", cuda) else None
         elif child.tag == "gpu":
             gpus.append(_smi_gpu(child, len(gpus)))
     result["gpus"] = gpus
@@ -322,7 +331,9 @@ def _smi_gpu(gpu: ET.Element, index: int) -> dict[str, Any]:
         "mig_mode": _flag(_text(gpu, "mig_mode/current_mig")),
         "persistence_mode": _flag(_text(gpu, "persistence_mode")),
         "ecc_uncorrected": _ecc_uncorrected(gpu.find("ecc_errors/volatile")),
-        "retired_pages_pending": _flag(_text(gpu, "retired_pages/pending_retirement")),
+        # Drivers before R450 or so name the flag <pending_blacklist>; later ones write both.
+        "retired_pages_pending": _first(_flag(_text(gpu, "retired_pages/pending_retirement")),
+                                        _flag(_text(gpu, "retired_pages/pending_blacklist"))),
         "remapped_rows_pending": _remapped_pending(gpu.find("remapped_rows")),
         "temperature_c": _leading_int(_text(gpu, "temperature/gpu_temp")),
         "power_draw_w": _power_draw(gpu),
@@ -336,6 +347,12 @@ def _smi_gpu(gpu: ET.Element, index: int) -> dict[str, Any]:
         "mig_devices": [_smi_mig_device(m) for m in gpu.findall("mig_devices/mig_device")],
         "source": "nvidia-smi",
     }
+
+
+def _first(*values: bool | None) -> bool | None:
+    """True if any says so, False if one says no and none yes, None when none knows."""
+    known = [v for v in values if v is not None]
+    return any(known) if known else None
 
 
 def _clean(value: str | None) -> str | None:

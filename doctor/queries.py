@@ -10,7 +10,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from doctor.matrix import Matrix, Row, cuda_in, driver_runs_cuda, major_minor, vtuple
+from doctor.matrix import Matrix, Row, cuda_in, driver_meets, driver_runs_cuda, is_branch, major_minor, vtuple
 
 
 class QueryError(ValueError):
@@ -29,15 +29,17 @@ def _driver_ok(m: Matrix, driver: str, cuda: str, segment: str | None = None) ->
 def query_driver(m: Matrix, driver: str) -> dict[str, Any]:
     if not vtuple(driver) or vtuple(driver)[0] < 100:
         raise QueryError(f"{driver!r} is not an NVIDIA driver version (e.g. 535.104.05)")
-    native = [r for r in m.rows("cuda", "toolkit")
-              if r.get("linux_min_driver") and vtuple(r["linux_min_driver"]) <= vtuple(driver)]
+    # A bare branch ("535") means the branch: its newest release (matrix.driver_meets).
+    native = m.native_toolkits(driver)
     mvc = [r for r in m.rows("cuda", "minor_version_compat")
-           if r.get("linux_min_driver") and vtuple(r["linux_min_driver"]) <= vtuple(driver)]
+           if r.get("linux_min_driver") and driver_meets(driver, r["linux_min_driver"])]
     newest = max(native, key=lambda r: vtuple(r["version"]), default=None)
     return {
         "driver": driver,
+        "branch": is_branch(driver) or None,
         "newest_native_cuda": newest and {"version": newest["version"], "label": newest.get("label"),
-                                          "min_driver": newest["linux_min_driver"], "source": _src(newest)},
+                                          "min_driver": newest.get("linux_min_driver")
+                                          or f"R{newest.get('driver_branch')}", "source": _src(newest)},
         "native_cuda": sorted({major_minor(r["version"]) for r in native}, key=vtuple),
         "minor_version_compat": [{"cuda_major": r["cuda_major"], "floor": r["linux_min_driver"], "source": _src(r)}
                                  for r in mvc],
@@ -63,7 +65,7 @@ def _newest_frameworks(m: Matrix, driver: str, cc: str | None = None) -> dict[st
             break
     for row in sorted(m.rows("jax", "jax"), key=lambda r: vtuple(r["version"]), reverse=True):
         need = row.get("min_driver")
-        if need and vtuple(driver) < vtuple(need):
+        if need and not driver_meets(driver, need):
             continue
         if not need and row.get("cuda_major") and not _driver_ok(m, driver, f"{row['cuda_major']}.0")[0]:
             continue
@@ -101,7 +103,7 @@ def query_gpu(m: Matrix, name: str) -> dict[str, Any]:
     return {
         "gpu": row["name"], "compute_capability": cc, "architecture": row.get("architecture"),
         "segment": row.get("segment"), "source": _src(row),
-        "driver": arch and {"first": arch.get("first_driver"), "last_branch": arch.get("last_driver_branch"),
+        "driver": arch and {"first": m.first_driver(arch, cc), "last_branch": arch.get("last_driver_branch"),
                             "open_kernel_module": arch.get("open_kernel_module"), "source": _src(arch)},
         "toolkits_that_compile_for_it": sorted(toolkits, key=vtuple),
         "torch_builds": torch,
@@ -115,8 +117,14 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
         raise QueryError(f"CUDA {cuda!r} is not in the matrix (e.g. 12.4 or 12.4.1)")
     need = m.min_driver(cuda)
     mvc = m.mvc(vtuple(cuda)[0])
-    cudnn = [r["version"] + (f"–{r['last']}" if r.get("last") else "") for r in m.rows("cudnn", "cudnn")
-             if any(cuda_in(cuda, s) for s in r.get("cuda", []))]
+    # NVIDIA's support matrices name CUDA minors ("12.0-12.2"); a row known only per major ("12.x", from which
+    # nvidia-cudnn-cuNN wheels exist) does not say it supports this minor, so it is listed apart.
+    def _label(r: Row) -> str:
+        return r["version"] + (f"–{r['last']}" if r.get("last") else "")
+    cudnn = [_label(r) for r in m.rows("cudnn", "cudnn")
+             if any(cuda_in(cuda, s) for s in r.get("cuda", []) if not s.strip().endswith(".x"))]
+    cudnn_major = [_label(r) for r in m.rows("cudnn", "cudnn") if _label(r) not in cudnn
+                   and any(cuda_in(cuda, s) for s in r.get("cuda", []) if s.strip().endswith(".x"))]
     torch = [{"version": t["version"], "index_url": _index_url(v["cuda"])} for t in m.rows("pytorch", "torch")
              for v in t.get("variant", []) if major_minor(v["cuda"]) == major_minor(cuda)]
     tf = [t["version"] for t in m.rows("tensorflow", "tensorflow") if major_minor(t.get("cuda")) == major_minor(cuda)]
@@ -127,7 +135,7 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
         "min_driver": need and need.get("linux_min_driver"),
         "minor_version_compat_floor": mvc and mvc.get("linux_min_driver"),
         "sm_targets": (m.sm_support(cuda) or {}).get("sm"),
-        "cudnn": cudnn, "torch": torch, "tensorflow": tf,
+        "cudnn": cudnn, "cudnn_same_major_unverified_minor": cudnn_major, "torch": torch, "tensorflow": tf,
     }
 
 
@@ -197,7 +205,7 @@ def plan(m: Matrix, gpu: str | list[str] | None, driver: str | None, want: str |
         ccs.append(row["compute_capability"])
         segments.append(row.get("segment"))
         arch = m.architecture(row.get("architecture")) or {}
-        first = arch.get("first_driver")
+        first = m.first_driver(arch, row.get("compute_capability"))
         if drv and first and vtuple(drv) < vtuple(first):
             return {"possible": False, "why": f"{row['name']} ({arch['name']}) needs driver ≥ {first}, "
                     f"older than {driver}: upgrade the driver first — no framework build can help"}

@@ -34,9 +34,11 @@ from packaging.version import InvalidVersion, Version
 
 from doctor import __version__
 from doctor.matrix import major_minor
+from doctor.safeio import load_json, read_file
 
 SIMPLE_URL = "https://pypi.org/simple/{name}/"
 PROJECT_URL = "https://pypi.org/pypi/{name}/json"
+RELEASE_URL = "https://pypi.org/pypi/{name}/{version}/json"  # PyPI's per-release JSON API
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 CACHE_FILE = "pypi-rows.json"
 SCHEMA = 1
@@ -457,6 +459,28 @@ def _project_metadata(session: Any, timeout: float, cache: HttpCache | None, nam
                     [str(e) for e in extras]), url
 
 
+def _release_json_metadata(session: Any, timeout: float, cache: HttpCache | None, name: str,
+                           version: str) -> tuple[tuple[Metadata, str] | None, str]:
+    """The per-release JSON API's ``info.requires_dist``: (metadata and its URL, or None; what happened)."""
+    url = RELEASE_URL.format(name=name, version=version)
+    try:
+        info = _get_json(session, url, timeout, cache).get("info")
+    except NotFound:
+        return None, f"its release JSON ({url}) answered 404"
+    if not isinstance(info, dict) or not _same_version(str(info.get("version")), version):
+        return None, f"its release JSON ({url}) describes another version"
+    dist = info.get("requires_dist")
+    if dist is None:
+        return None, f"its release JSON ({url}) has no requires_dist"
+    if not isinstance(dist, list):
+        raise FetchError("bad", f"{url} has a malformed requires_dist")
+    extras = info.get("provides_extra") or []
+    if not isinstance(extras, list) or not extras:
+        extras = sorted({m for d in dist for m in re.findall(r"extra\s*==\s*['\"]([^'\"]+)['\"]", str(d))})
+    return (Metadata(version, info.get("requires_python") or None, [str(d) for d in dist],
+                     [str(e) for e in extras]), url), "read"
+
+
 def package_rows(session: Any, timeout: float, cache: HttpCache | None, pkg: Package,
                  newest: int = NEWEST) -> tuple[list[Row], list[str]]:
     """Rows for one PyPI project, newest first, and a line for each release that gave none."""
@@ -471,8 +495,15 @@ def package_rows(session: Any, timeout: float, cache: HttpCache | None, pkg: Pac
         if found is None and i == 0:
             project = _project_metadata(session, timeout, cache, pkg.name, version)
             found = (project[0], project[1], wheels[0].python) if project else None
+        why = ""
         if found is None:
-            skipped.append(f"{pkg.name} {version}: PyPI serves no core metadata for its Linux x86_64 wheels")
+            # The index reached may not serve .metadata files (PEP 658): the release JSON API still has
+            # requires_dist.
+            release, why = _release_json_metadata(session, timeout, cache, pkg.name, version)
+            found = (release[0], release[1], wheels[0].python) if release else None
+        if found is None:
+            skipped.append(f"{pkg.name} {version}: PyPI serves no core metadata for its Linux x86_64 wheels, and "
+                           f"{why}")
             continue
         meta, source, python = found
         rows.append(derive_row(pkg, meta, source, python))
@@ -545,8 +576,9 @@ def load_cached(cache_dir: Path | str | None = None) -> dict[str, Any] | None:
     "jax": {"jax": [...]}, "skipped": [...]}. Never touches the network.
     """
     path = Path(cache_dir or default_cache_dir()) / CACHE_FILE
-    try:
-        data = json.loads(path.read_bytes())
+    try:  # every `check` reads this: a FIFO or a device here must not hang it, nor deep nesting crash it
+        raw, more = read_file(path, 64 * 1024 * 1024)
+        data = None if more else load_json(raw)
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or validate(data):
@@ -598,6 +630,9 @@ def refresh(timeout: float = 10.0, cache_dir: Path | str | None = None, *, newes
     n = counts(data)
     skipped = len(data["skipped"])
     note = f"; {skipped} release{'s' if skipped != 1 else ''} without metadata skipped" if skipped else ""
+    if skipped:  # say what could not be read, not only how many
+        shown = "; ".join(str(line) for line in data["skipped"][:5])
+        note += f" ({shown}{'; …' if skipped > 5 else ''})"
     return RefreshResult(True, f"refreshed from PyPI: {n['torch']} torch, {n['tensorflow']} tensorflow, "
                          f"{n['jax']} jax rows → {target}{note}", target, data["fetched_at"], n)
 

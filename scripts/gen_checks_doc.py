@@ -178,7 +178,9 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
     "gpu.hardware_fault": ("Xid 79 in the kernel log", make_facts(
         driver__xid_events=[XidEvent(79, "0000:18:00", "GPU has fallen off the bus.")])),
     "gpu.throttling": ("a hot GPU", make_facts(gpu__throttle_reasons=["hw_thermal_slowdown"], gpu__temperature_c=91)),
-    "gpu.pcie_degraded": ("a link trained at x8", make_facts(gpu__pcie_width_current=8)),
+    "gpu.pcie_degraded": ("a data-center GPU trained at x8 of x16", make_facts(gpu__pcie_width_current=8)),
+    "driver.branch_eol": ("driver R535 on 2026-11-23 (end of life June 2026)", make_facts(
+        driver__kernel_module="535.261.03", driver__userspace="535.261.03", collected_at="2026-11-23T10:00:00+00:00")),
     "toolkit.missing": ("no toolkit, torch brings its own runtime", make_facts(
         toolkits=[], loader=replace(make_facts().loader, nvcc_on_path=None, libcudart=None))),
     "toolkit.multiple_conflicting": ("nvcc 11.8 first on PATH, libcudart 12.4", make_facts(

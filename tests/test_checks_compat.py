@@ -331,7 +331,8 @@ def test_arch_fix_names_a_build_with_blackwell_kernels() -> None:
 
 
 def test_arch_list_unknown_for_a_variant_skips() -> None:
-    status, findings = outcome(make_facts(gpus=[RTX5090], python_envs=env(torch("2.5.1+cu121", "12.1"))),
+    # torch 2.15.0's cu130 variant: its arch list was not read (download.pytorch.org unreachable), so unknown.
+    status, findings = outcome(make_facts(gpus=[RTX5090], python_envs=env(torch("2.15.0+cu130", "13.0"))),
                                "framework.arch_unsupported")
     assert status == "skipped" and findings == []
 
@@ -398,14 +399,14 @@ def test_plan_old_torch_on_rtx5090_explains_the_arch() -> None:
 
 
 def test_plan_k80_with_modern_torch_is_impossible() -> None:
-    p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.5", None)
+    p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.6", None)
     assert p["possible"] is False and "sm_37" in p["why"]
 
 
-def test_plan_k80_gets_the_last_cu118_build_with_sm37_kernels() -> None:
-    # pytorch/builder's build_cuda.sh gave the 11.8 builds of 2.1-2.4 sm_37 (compat/pytorch.toml arch_source).
+def test_plan_k80_finds_the_last_cu118_build_with_sm_37() -> None:
+    # pytorch/builder release/2.5: CUDA 11.8 builds add 3.7; R470 runs CUDA 11.8 by minor-version compatibility.
     p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.1", None)
-    assert (p["possible"], p["torch"], p["cuda"]) == (True, "2.4.1", "11.8")
+    assert (p["possible"], p["torch"], p["cuda"]) == (True, "2.5.1", "11.8")
 
 
 def test_plan_respects_the_python_version() -> None:
@@ -502,12 +503,22 @@ def test_driver_too_old_for_torch_proposes_the_same_release_for_an_older_cuda() 
     assert "--index-url https://download.pytorch.org/whl/cu126" in f.fix.summary
 
 
-def test_alternative_never_takes_a_build_whose_arch_list_is_unknown() -> None:
+def test_the_python_only_route_keeps_the_release_for_an_older_cuda() -> None:
     rtx3090 = replace(RTX4090, name="NVIDIA GeForce RTX 3090", compute_capability="8.6")
     facts = make_facts(**driver("470.223.02"), gpus=[rtx3090], python_envs=env(torch("2.5.1", "12.4")))
     _status, (f,) = outcome(facts, "framework.cuda_newer_than_driver")
-    # 2.5.1 cu118 would run on 470, but its arch list is not in the matrix: the newest confirmed one is 2.4.1 cu118.
-    assert f.fix is not None and "with torch 2.4.1 built for CUDA 11.8" in f.fix.summary
+    # 2.5.1 also comes as cu118 (sm_86 SASS; pytorch/builder release/2.5), which 470 runs by minor-version compat.
+    assert f.fix is not None and "with torch 2.5.1 built for CUDA 11.8" in f.fix.summary
+
+
+def test_the_python_only_route_never_takes_a_build_whose_arch_list_is_unknown() -> None:
+    # torch 2.7.1's cu118 wheel: its arch list is not in the matrix, so it is not chosen; the newest confirmed build
+    # that driver 470 runs is.
+    rtx3090 = replace(RTX4090, name="NVIDIA GeForce RTX 3090", compute_capability="8.6")
+    facts = make_facts(**driver("470.223.02"), gpus=[rtx3090], python_envs=env(torch("2.7.1", "12.6")))
+    _status, (f,) = outcome(facts, "framework.cuda_newer_than_driver")
+    assert f.fix is not None and "torch 2.7.1 built for CUDA 11.8" not in f.fix.summary
+    assert "with torch 2.5.1 built for CUDA 11.8" in f.fix.summary
 
 
 def test_no_torch_alternative_when_the_gpu_itself_needs_a_newer_driver() -> None:
@@ -523,7 +534,111 @@ def test_plan_on_a_driver_no_torch_build_runs_on_explains_without_looping() -> N
 
 
 def test_plan_never_picks_a_build_it_cannot_confirm_but_names_it() -> None:
-    # torch 2.5.1's cu118 wheel: 470 runs CUDA 11.8 by minor-version compatibility; its arch list is not recorded
-    p = queries.plan(bundled(), "NVIDIA GeForce RTX 3090", "470.223.02", "torch==2.5.1", None)
+    # torch 2.7.1's cu118 wheel: 470 runs CUDA 11.8 by minor-version compatibility; its arch list is not recorded
+    p = queries.plan(bundled(), "NVIDIA GeForce RTX 3090", "470.223.02", "torch==2.7.1", None)
     assert p["possible"] is False
-    assert "2.5.1 cu118" in p["why"] and "confirm with `gpu-doctor check --deep`" in p["why"]
+    assert "2.7.1 cu118" in p["why"] and "confirm with `gpu-doctor check --deep`" in p["why"]
+
+
+# --- issue 11: per-GPU first driver, cuDNN rows, torch 2.15 cu130 ------------------------------------
+
+
+@pytest.mark.parametrize(("name", "cc", "drv", "severity"), [
+    ("NVIDIA GeForce RTX 3090", "8.6", "450.80.02", "fail"),   # sm_86 needs CUDA 11.1 -> driver >= 455.23
+    ("NVIDIA GeForce RTX 3090", "8.6", "455.23.04", "ok"),
+    ("NVIDIA A40", None, "450.80.02", "fail"),                 # cc from the matrix row
+    ("NVIDIA A100-SXM4-80GB", "8.0", "450.80.02", "ok"),       # the A100 came with 450.36.06
+])
+def test_first_driver_is_per_compute_capability(name: str, cc: str | None, drv: str, severity: str) -> None:
+    _status, (f,) = outcome(make_facts(**driver(drv), gpus=[gpu(name, cc)]), "driver.too_old_for_gpu")
+    assert f.severity == severity, f.title
+    if severity == "fail":
+        assert "needs driver ≥ 455.23" in f.title
+
+
+def test_cudnn_897_has_a_cuda_11_build() -> None:
+    facts = make_facts(cudnn=[Cudnn("8.9.7", "/usr/include/cudnn_version.h", "header")], toolkits=[toolkit("11.8.0")])
+    _status, (f,) = outcome(facts, "cudnn.cuda_mismatch")
+    assert f.severity == "ok", f.title
+
+
+def test_matrix_cuda_12_8_does_not_claim_cudnn_8() -> None:
+    a = queries.query_cuda(bundled(), "12.8")
+    assert not any(v.startswith("8.") for v in a["cudnn"])
+    assert "9.10.2" in a["cudnn"]
+
+
+def test_cudnn_9_28_1_is_cuda_13_only_and_torch_2_15_has_cu130() -> None:
+    row = bundled().cudnn("9.28.1")
+    assert row is not None and row["cuda"] == ["13.x"]
+    assert bundled().torch_variant("2.15.0", "13.0") is not None
+    assert any(t["version"] == "2.15.0" for t in queries.query_cuda(bundled(), "13.0")["torch"])
+
+
+@pytest.mark.parametrize(("windows", "status"), [("581.57", "skipped"), ("573.48", "ok")])
+def test_wsl_windows_driver_is_judged_by_its_branch(windows: str, status: str) -> None:
+    # WSL2 reports the Windows driver: 581.57 is no Linux branch 581 (which would be past Pascal's R580); with no
+    # NVIDIA pair around it its branch is unknown, while 573.48 is R570's Windows number.
+    pascal = gpu("NVIDIA GeForce GTX 1080 Ti", "6.1")
+    facts = make_facts(driver__kernel_module=None, driver__userspace=windows, host__wsl=True, gpus=[pascal])
+    for check_id in ("driver.gpu_unsupported_by_driver", "driver.too_old_for_gpu"):
+        got, findings = outcome(facts, check_id)
+        assert got == status, (check_id, got, [f.title for f in findings])
+
+
+def test_gh200_with_the_proprietary_module_fails_but_an_h100_does_not() -> None:
+    for name, severity in (("NVIDIA GH200 480GB", "fail"), ("NVIDIA H100 80GB HBM3", "ok")):
+        facts = make_facts(**driver("580.95.05"), driver__module_flavor="proprietary", gpus=[gpu(name, "9.0")])
+        _status, (f,) = outcome(facts, "driver.gpu_unsupported_by_driver")
+        assert f.severity == severity, (name, f.title)
+        if severity == "fail":
+            assert "requires the open NVIDIA kernel module" in f.title
+
+
+@pytest.mark.parametrize(("drv", "severity"), [("610.43.02", "fail"), ("615.71.09", "ok")])
+def test_rubin_needs_an_r615_driver(drv: str, severity: str) -> None:
+    arch = bundled().architecture("10.7")
+    assert arch is not None and arch["name"] == "Rubin"
+    _status, (f,) = outcome(make_facts(**driver(drv), gpus=[gpu("NVIDIA Rubin (name not verified)", "10.7")]),
+                            "driver.too_old_for_gpu")
+    assert f.severity == severity, f.title
+
+
+def test_jax_on_cuda_11_needs_driver_450_80_02() -> None:
+    assert "jax" not in queries.query_driver(bundled(), "450.36.06")["newest_frameworks"]
+    newest = queries.query_driver(bundled(), "450.80.02")["newest_frameworks"]["jax"]
+    assert newest["cuda_major"] == 11
+    assert all(r.get("min_driver") == "450.80.02" for r in bundled().rows("jax", "jax") if r.get("cuda_major") == 11)
+
+
+# aarch64 wheels carry other targets than x86_64 ones (PyPI aarch64 wheels, binary-read: sm_80 90 100 110 120).
+THOR = gpu("NVIDIA Thor", "11.0")
+
+
+@pytest.mark.parametrize(("host_arch", "gpu_", "severity"), [
+    ("aarch64", THOR, "ok"),                       # Jetson Thor: sm_110 is in the aarch64 wheel
+    (None, THOR, "ok"),                            # host arch unknown, but a Thor only comes with an Arm CPU
+    ("aarch64", gpu("Tesla T4", "7.5"), "fail"),   # no sm_75 in the aarch64 wheel
+    ("x86_64", gpu("Tesla T4", "7.5"), "ok"),      # ... while the x86_64 wheel has it
+])
+def test_aarch64_hosts_use_the_aarch64_arch_list(host_arch: str | None, gpu_: Gpu, severity: str) -> None:
+    facts = make_facts(**driver("580.95.05"), host__arch=host_arch, gpus=[gpu_],
+                       python_envs=env(torch("2.11.0+cu130", "13.0")))
+    _status, findings = outcome(facts, "framework.arch_unsupported")
+    assert [f.severity for f in findings] == [severity], [f.title for f in findings]
+
+
+def test_aarch64_without_a_measured_list_is_unknown_not_the_x86_list() -> None:
+    facts = make_facts(**driver("580.95.05"), host__arch="aarch64", gpus=[gpu("Tesla T4", "7.5")],
+                       python_envs=env(torch("2.10.0", "12.8")))
+    status, _ = outcome(facts, "framework.arch_unsupported")
+    assert status == "skipped"
+
+
+@pytest.mark.parametrize(("version", "cuda", "arch"), [
+    ("1.12.1", "11.6", "3.7"), ("2.3.1", "11.8", "3.7"), ("2.4.1", "12.4", "9.0"), ("2.5.1", "12.1", "5.0"),
+])
+def test_non_default_variants_have_their_build_script_arch_lists(version: str, cuda: str, arch: str) -> None:
+    var = bundled().torch_variant(version, cuda)
+    assert var is not None and arch in var["arch_list"]
+    assert "pytorch/builder/blob/release/" in var["arch_list_source"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,7 +129,7 @@ def test_hardware_fault_lists_every_problem_of_a_gpu_in_one_title() -> None:
     assert ["nvidia-smi", "-r", "-i", "1"] in commands(f)
 
 
-def test_uncatalogued_xid_fails_with_count_and_bus_in_title() -> None:
+def test_uncatalogued_xid_warns_with_count_and_bus_in_title() -> None:
     events = [XidEvent(99999, BUS, "NVRM: Xid (PCI:0000:18:00): 99999, pid=1"),
               XidEvent(99999, BUS, "NVRM: Xid (PCI:0000:18:00): 99999, pid=2")]
     facts = make_facts(driver__xid_events=events, sources={"driver.xid_events": "cmd:dmesg"})
@@ -136,8 +137,10 @@ def test_uncatalogued_xid_fails_with_count_and_bus_in_title() -> None:
     xid = [f for f in findings if "Xid" in f.title]
     assert len(xid) == 1
     f = xid[0]
-    assert (result.status, f.severity) == ("fail", "fail")
+    # An Xid the catalog does not know is a warning to look up, never a verdict on the node (issue 11).
+    assert (result.status, f.severity) == ("warn", "warn")
     assert f.title.startswith(f"Kernel log: Xid 99999 on GPU {BUS} (not in the reviewed Xid catalog), 2×")
+    assert f.title.endswith("look it up")
     assert "not in gpu-doctor's reviewed catalog" in f.detail
     assert f.evidence[0].value == f"Xid 99999 on {BUS} ×2"
     assert f.evidence[0].source == "cmd:dmesg"
@@ -272,3 +275,53 @@ def test_pcie_unknown_width_skips_with_a_reason() -> None:
     assert result.status == "skipped"
     assert result.reason
     assert findings == []
+
+
+# The platform decides whether x8 is a fault (issue 11): real nvidia-smi files from telegraf's test data
+# show consumer boards at x8 of x16; a data-center GPU below its slot, or x1/x4 anywhere, is the finding.
+
+
+@pytest.mark.parametrize("name", ["NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 4060 Laptop GPU",
+                                  "NVIDIA RTX A5000", "Tesla T4"])
+def test_pcie_x8_is_normal_on_consumer_laptop_workstation_and_t4(name: str) -> None:
+    f = only(make_facts(gpu__name=name, gpu__pcie_width_current=8), "gpu.pcie_degraded")
+    assert f.severity == "ok"
+    assert "x8 of x16" in f.title and "normal for this platform" in f.title
+
+
+@pytest.mark.parametrize("width", [1, 4])
+def test_pcie_x1_or_x4_warns_even_on_a_consumer_gpu(width: int) -> None:
+    f = only(make_facts(gpu__name="NVIDIA GeForce RTX 3090", gpu__pcie_width_current=width), "gpu.pcie_degraded")
+    assert f.severity == "warn"
+    assert f"x{width} of x16" in f.title
+
+
+# --- NVLink5 Xids 144-150 and the kernel line's own "Nonfatal" (issue 11) -----------------------------
+
+XID_DATA = Path(__file__).parent / "data" / "xid"
+
+
+@pytest.mark.parametrize("xid", range(144, 151))
+def test_nvlink5_xids_are_in_the_catalog_with_nvidias_bucket(xid: int) -> None:
+    row = xid_catalog()[xid]
+    assert row["mnemonic"].startswith("NVLINK_") and row["nvidia_action"] == "WORKFLOW_NVLINK5_ERR"
+    assert row["source"] == "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+
+
+def test_nonfatal_nvlink_line_warns_and_fatal_one_fails() -> None:
+    from doctor.parsers import parse_xid_lines
+
+    events = [XidEvent(e["xid"], e["pci_bus_id"], e["message"])
+              for e in parse_xid_lines((XID_DATA / "gpud-nvlink5-xid144-nonfatal-xid149-fatal.txt").read_text())]
+    assert [e.xid for e in events] == [144, 149]
+    findings = [f for f in outcome(make_facts(gpus=[], driver__xid_events=events), "gpu.hardware_fault")[1]]
+    by_xid = {int(f.title.split("Xid ")[1].split()[0]): f for f in findings}
+    assert by_xid[144].severity == "warn" and "non-fatal" in by_xid[144].title
+    assert by_xid[149].severity == "fail" and "NETIR" in by_xid[149].title
+
+
+def test_a_nonfatal_line_never_fails_even_for_a_hardware_xid() -> None:
+    row = catalog_row(**{"class": "hardware"})
+    event = XidEvent(row["xid"], BUS, "SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008)")
+    f = only(make_facts(gpus=[], driver__xid_events=[event]), "gpu.hardware_fault")
+    assert f.severity == "warn"

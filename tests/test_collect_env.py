@@ -124,6 +124,9 @@ FACTS = {
     "vllm-5613-indented-4x-v100-torch2.2.1-cu118-driver470.txt": dict(
         os=(None, None), gcc="8.2.0", driver="470.57.02", gpus=["Tesla V100-SXM2-32GB"] * 4, nvcc="11.8.89",
         cudnn=[("7.6.5", "library")], python="3.8.18", torch=("2.2.1+cu118", "11.8", False)),
+    "pytorch-57922-a100-mig-torch1.8.1-cu102-driver450.txt": dict(
+        os=("ubuntu", "20.04"), driver="450.80.02", gpus=["A100-SXM4-40GB"], cudnn=[("8.1.0", "library")],
+        torch=("1.8.1+cu102", "10.2", False)),
     "vllm-21028-vllm-format-rtx5090-torch2.7.0-cu128.txt": dict(
         os=("ubuntu", "22.04"), driver="570.124.06", gpus=["NVIDIA GeForce RTX 5090"], nvcc="12.8.93",
         python="3.11.11", torch=("2.7.0+cu128", "12.8", False)),
@@ -199,6 +202,7 @@ FINDINGS = {
     # nvcc 11.8 on driver 470 (CUDA 11.4): minor-version compatible, but PTX it compiles will not load
     "vllm-5613-indented-4x-v100-torch2.2.1-cu118-driver470.txt": (0, [("framework.cuda_newer_than_driver", "ok"),
                                                                       ("driver.too_old_for_cuda_runtime", "warn")]),
+    "pytorch-57922-a100-mig-torch1.8.1-cu102-driver450.txt": (0, [("framework.cuda_newer_than_driver", "ok")]),
     "vllm-21028-vllm-format-rtx5090-torch2.7.0-cu128.txt": (0, [("driver.too_old_for_gpu", "ok"),
                                                                 ("framework.cuda_newer_than_driver", "ok")]),
     # torch's own "Found no NVIDIA driver on your system" is evidence of absence
@@ -389,3 +393,11 @@ def test_parse_raises_only_collect_env_error(text: str) -> None:
         assert str(exc) and "\n" not in str(exc)
         return
     assert validate(facts.to_dict(), facts_schema()) == []
+
+
+def test_mig_lines_under_a_gpu_become_its_mig_devices() -> None:
+    facts = parse(read("pytorch-57922-a100-mig-torch1.8.1-cu102-driver450.txt"))
+    (gpu,) = facts.gpus
+    assert gpu.mig_mode is True
+    assert [(m.index, m.name) for m in gpu.mig_devices] == [(0, "MIG 3g.20gb")]
+    assert "gpus[0].mig_devices" in facts.sources

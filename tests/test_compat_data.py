@@ -152,3 +152,95 @@ def test_an_edited_toml_file_is_never_shadowed_by_the_compiled_copy(monkeypatch:
         assert fresh.data["cuda"]["toolkit"] == load("cuda")["toolkit"]  # parsed from TOML, not the copy
     finally:
         matrix.bundled.cache_clear()
+
+
+# --- issue 11: driver branches of CUDA 13.x, bare branch numbers, the data's age -----------------------
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    from doctor import cli
+
+    assert cli.main(argv) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("driver", "newest"), [
+    ("615.71.09", "13.4.2"), ("610.10", "13.3.1"), ("595.58.03", "13.2.1"), ("580.95.05", "13.0.2"),
+])
+def test_13x_drivers_answer_the_cuda_of_their_branch(driver: str, newest: str) -> None:
+    # NVIDIA's 13.4 Update 1 notes pair 13.3 with R610 and 13.4 with R615 (branch only, no per-release minimum).
+    row = bundled().newest_cuda_for_driver(driver)
+    assert row is not None and row["version"] == newest
+
+
+def test_matrix_driver_615_no_longer_answers_13_2(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _cli(["matrix", "driver", "615.71.09"], capsys)
+    assert "newest CUDA it runs natively: 13.4.2" in out and "needs ≥ R615" in out
+
+
+@pytest.mark.parametrize(("branch", "cuda"), [("535", "12.2"), ("470", "11.4"), ("580", "13.0")])
+def test_a_bare_branch_means_its_newest_release(branch: str, cuda: str, capsys: pytest.CaptureFixture[str]) -> None:
+    row = bundled().newest_cuda_for_driver(branch)
+    assert row is not None and row["version"].startswith(cuda + ".")
+    out = _cli(["matrix", "driver", branch], capsys)
+    assert out.startswith(f"Driver branch R{branch} (its newest release)")
+    assert f"newest CUDA it runs natively: {cuda}." in out
+
+
+def test_bare_branch_runs_its_own_cuda_natively() -> None:
+    from doctor.matrix import driver_runs_cuda
+
+    m = bundled()
+    assert driver_runs_cuda(m, "535", "12.2").rule == "native"
+    assert driver_runs_cuda(m, "470", "11.4").rule == "native"
+    assert not driver_runs_cuda(m, "470", "12.4").ok or driver_runs_cuda(m, "470", "12.4").rule != "native"
+    assert driver_runs_cuda(m, "610.43.02", "13.3").rule == "native"
+    assert driver_runs_cuda(m, "595.58.03", "13.3").rule == "minor-version"
+
+
+def test_matrix_states_its_review_date_and_warns_when_old() -> None:
+    import datetime as dt
+
+    from doctor.matrix import Matrix
+
+    m = bundled()
+    assert m.oldest_review and m.reviewed and m.oldest_review <= m.reviewed
+    assert m.staleness(dt.date.fromisoformat(m.oldest_review) + dt.timedelta(days=90)) is None
+    old = Matrix(data={"cuda": {"reviewed": "2026-01-02"}, "gpus": {"reviewed": "2026-11-22"}})
+    warning = old.staleness(dt.date(2026, 11, 23))
+    assert warning and "2026-01-02" in warning and "325 days ago" in warning
+
+
+def test_matrix_command_shows_the_review_date(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    out = _cli(["matrix", "cuda", "12.4"], capsys)
+    assert f"reviewed {bundled().reviewed}" in out.splitlines()[0]
+    assert f"data reviewed: {bundled().oldest_review} (oldest file)" in out
+    data = json.loads(_cli(["matrix", "cuda", "12.4", "--json"], capsys))
+    assert data["reviewed"] == bundled().oldest_review and "stale_warning" in data
+
+
+@pytest.mark.parametrize(("typed", "name", "cc"), [
+    ("RTX 5070 Ti", "NVIDIA GeForce RTX 5070 Ti", "12.0"),
+    ("NVIDIA GeForce RTX 5070 Ti", "NVIDIA GeForce RTX 5070 Ti", "12.0"),
+    ("RTX 5090 D", "NVIDIA GeForce RTX 5090 D", "12.0"),
+    ("NVIDIA GeForce RTX 5090 D", "NVIDIA GeForce RTX 5090 D", "12.0"),
+    ("Jetson Nano", "NVIDIA Jetson Nano", "5.3"),
+    ("Jetson Orin Nano", "Orin (nvgpu)", "8.7"),
+    ("Jetson AGX Xavier", "NVIDIA Jetson AGX Xavier", "7.2"),
+    ("Jetson TX2", "NVIDIA Jetson TX2", "6.2"),
+    ("DGX Spark", "NVIDIA GB10", "12.1"),
+    ("RTX PRO 4000 Blackwell", "NVIDIA RTX PRO 4000 Blackwell", "12.0"),
+    ("RTX 5050", "NVIDIA GeForce RTX 5050", "12.0"),
+    ("A100", "NVIDIA A100-SXM4-80GB", "8.0"),
+    ("NVIDIA GeForce RTX 4060 Laptop GPU", "NVIDIA GeForce RTX 4060", "8.9"),
+])
+def test_gpu_names_as_users_type_them(typed: str, name: str, cc: str) -> None:
+    row = bundled().gpu(typed)
+    assert row is not None and (row["name"], row["compute_capability"]) == (name, cc)
+
+
+@pytest.mark.parametrize("typed", ["GeForce RTX 5080 SUPER", "RTX 4090 D", "Jetson", "RTX"])
+def test_a_name_that_is_not_a_known_gpu_matches_nothing(typed: str) -> None:
+    assert bundled().gpu(typed) is None

@@ -425,3 +425,85 @@ def test_explain_never_raises(text: str) -> None:
     results = explain(text, None)
     json.dumps(to_dict(results, None))
     render_text(results, None)
+
+
+# --- issue 11: the messages that were unknown, one catalog, linear patterns ---------------------------
+
+ISSUE_11 = [
+    ("RuntimeError: CUDA error: system not yet initialized", "cuda.system_not_ready"),
+    ("RuntimeError: CUDA error: out of memory", "cuda.out_of_memory"),
+    ("ImportError: /usr/local/lib/python3.10/dist-packages/torch/lib/../../nvidia/cusparse/lib/libcusparse.so.12: "
+     "undefined symbol: __nvJitLinkAddData_12_1, version libnvJitLink.so.12", "lib.cuda_undefined_symbol"),
+    ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+     "driver from http://www.nvidia.com/Download/index.aspx", "torch.no_driver"),
+]
+
+
+@pytest.mark.parametrize(("text", "sig_id"), ISSUE_11)
+def test_issue_11_messages_are_recognised(text: str, sig_id: str) -> None:
+    assert sig_id in ids(text)
+
+
+def test_error_802_names_the_fabric_manager() -> None:
+    (e,) = explain("RuntimeError: CUDA error: system not yet initialized")
+    assert "Fabric Manager" in e.signature.title
+    assert "nvidia-fabricmanager" in e.signature.fix
+    assert any("version" in c.text and "fabricmanager" in c.text for c in e.causes)
+
+
+def test_undefined_nvjitlink_symbol_blames_ld_library_path() -> None:
+    (e,) = explain(ISSUE_11[2][0])
+    assert e.causes[0].code == "framework.libs_shadowed"
+    assert "LD_LIBRARY_PATH" in e.signature.fix
+
+
+def test_report_that_cannot_tell_about_containers_does_not_rule_them_out(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    report = COLLECT_ENV / "pytorch-121067-macos-no-gpu-torch2.2.2.txt"
+    code, out, _err = run_cli(["explain", "--from-collect-env", str(report), ISSUE_11[3][0]], capsys)
+    assert code == 0
+    line = next(ln for ln in out.splitlines() if "started without a GPU" in ln)
+    assert "unknown" in line and "ruled out" not in line and "does not apply" not in line
+    assert "not in a container" not in out
+
+
+# Inputs that make a backtracking regex explode when a pattern nests or chains overlapping repeats.
+_ADVERSARIAL = ["a" * 50_000, " " * 50_000, "0." * 25_000, "lib" + "a" * 50_000 + ".so", "\n" * 50_000,
+                "Found " + "x" * 50_000, "(" * 50_000, "sm_" + "9" * 50_000, "NVRM: " * 10_000]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
+def test_every_pattern_is_linear_on_adversarial_input(row: dict) -> None:
+    import time
+
+    pattern = re.compile(row["pattern"])
+    for text in _ADVERSARIAL:
+        start = time.perf_counter()
+        pattern.search(text)
+        assert time.perf_counter() - start < 0.25, (row["id"], text[:20])
+
+
+def test_a_huge_paste_is_bounded_and_still_finds_the_error_at_its_end() -> None:
+    import time
+
+    text = "noise line\n" * 1_000_000 + "RuntimeError: CUDA error: out of memory\n"
+    start = time.perf_counter()
+    assert "cuda.out_of_memory" in ids(text)
+    assert time.perf_counter() - start < 10
+
+
+def test_smoke_and_cuda_error_tables_are_the_same_catalog() -> None:
+    from doctor.active import cuerrors, frameworks
+
+    data = bundled()
+    assert {r["name"] for r in data.rows("errors", "cuda_error")} == set(cuerrors.MEANINGS)
+    assert cuerrors.meaning("CUDA_ERROR_SYSTEM_NOT_READY").code == "driver.fabric_manager_not_running"
+    smoke = data.rows("errors", "smoke")
+    assert len(frameworks.SIGNATURES) == len(smoke)
+    for row in [*smoke, *data.rows("errors", "cuda_error")]:
+        assert str(row["source"]).startswith("https://"), row
+    for sig in frameworks.SIGNATURES:
+        assert sig.ids and all(i in BY_ID for i in sig.ids)
+    assert frameworks.classify("RuntimeError: CUDA error: system not yet initialized").code == \
+        "driver.fabric_manager_not_running"
+    assert frameworks.classify("RuntimeError: CUDA error: out of memory").code == "gpu.oom"

@@ -697,3 +697,33 @@ def test_smi_xml_cut_anywhere_never_invents_gpus(rel: str, data: st.DataObject) 
 def test_smi_xml_utilization(fixture: str, util: int | None) -> None:
     gpu = parsers.parse_nvidia_smi_xml((DATA / "nvidia-smi-xml" / fixture).read_text())["gpus"][0]
     assert gpu["utilization_pct"] == util
+
+
+# --- issue 11: what real outputs say and the parser used to drop ---------------------------------------
+
+
+def test_old_drivers_pending_blacklist_counts_as_pending_retirement() -> None:
+    # Drivers of the K80 era name the flag <pending_blacklist>; derived from the real 375.66 file by
+    # writing the old element name with a pending page.
+    text = read("nvidia-smi-xml/tesla-p100-x2-375.66.xml").replace(
+        "<pending_retirement>No</pending_retirement>", "<pending_blacklist>Yes</pending_blacklist>", 1)
+    gpus = parsers.parse_nvidia_smi_xml(text)["gpus"]
+    assert gpus[0]["retired_pages_pending"] is True
+    assert gpus[1]["retired_pages_pending"] is False
+
+
+@pytest.mark.parametrize("value", ["Not Found", "N/A", "[N/A]", "Unknown Error", "[Unknown Error]", ""])
+def test_smi_cuda_and_driver_values_that_say_unknown_are_never_versions(value: str) -> None:
+    text = read("nvidia-smi-xml/a10g-515.105.01.xml")
+    text = text.replace("<cuda_version>11.7</cuda_version>", f"<cuda_version>{value}</cuda_version>")
+    text = text.replace("<driver_version>515.105.01</driver_version>", f"<driver_version>{value}</driver_version>")
+    parsed = parsers.parse_nvidia_smi_xml(text)
+    assert parsed["cuda_version"] is None and parsed["driver_version"] is None
+    assert parsed["gpus"] and parsed["gpus"][0]["name"]
+
+
+def test_smi_text_banner_cuda_na_is_unknown() -> None:
+    banner = read("nvidia-smi-text/geforce-470.63.01-cuda-11.4.txt")
+    assert parsers.parse_cuda_driver_version_from_smi_text(banner)["cuda_version"] == "11.4"
+    na = banner.replace("CUDA Version: 11.4", "CUDA Version: N/A")
+    assert parsers.parse_cuda_driver_version_from_smi_text(na)["cuda_version"] is None

@@ -57,11 +57,18 @@ def test_a100_on_470_with_torch_2_4_or_newer_gets_a_cu118_build() -> None:
 
 
 @pytest.mark.parametrize("driver", ["450.80.02", "470.256.02"])
-@pytest.mark.parametrize("gpu", ["A100", "Tesla V100-SXM2-16GB", "Tesla T4", "NVIDIA GeForce RTX 3090"])
+@pytest.mark.parametrize("gpu", ["A100", "Tesla V100-SXM2-16GB", "Tesla T4"])
 def test_r450_and_r470_cards_get_a_newer_torch_than_2_0_1(gpu: str, driver: str) -> None:
     p = queries.plan(M, gpu, driver, None, "3.10")
     assert p["possible"] is True and vtuple(p["torch"]) > (2, 0, 1), p
     assert p["cuda"] == "11.8"
+
+
+def test_an_rtx3090_on_r470_gets_a_cu118_build_and_on_450_80_is_told_its_driver_is_too_old() -> None:
+    p = queries.plan(M, "NVIDIA GeForce RTX 3090", "470.256.02", None, "3.10")
+    assert p["possible"] is True and vtuple(p["torch"]) > (2, 0, 1) and p["cuda"] == "11.8"
+    p = queries.plan(M, "NVIDIA GeForce RTX 3090", "450.80.02", None, "3.10")
+    assert p["possible"] is False and "needs driver ≥ 455.23" in p["why"]  # sm_86 came with 455.23
 
 
 def test_rtx5090_on_570_never_is_told_to_relax_to_a_build_without_sm120() -> None:

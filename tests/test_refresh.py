@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from datetime import datetime
@@ -54,6 +55,8 @@ def serve(rsps: responses.RequestsMock, names=NAMES, index_headers: dict | None 
         project = DATA / "project" / f"{name}.json"
         rsps.get(rf.PROJECT_URL.format(name=name), status=200 if project.exists() else 404,
                  body=project.read_bytes() if project.exists() else b"", content_type="application/json")
+        # PyPI's per-release JSON API answers 404 from the recording network (see tests/data/pypi/README.md)
+        rsps.get(re.compile(re.escape(f"https://pypi.org/pypi/{name}/") + r"[^/]+/json"), status=404)
 
 
 def requested(rsps: responses.RequestsMock) -> list[str]:
@@ -160,7 +163,26 @@ def test_an_older_release_without_metadata_is_skipped_with_a_line(rsps, tmp_path
     with requests.Session() as s:
         out = rf.fetch_pypi_rows(s, 5.0, tmp_path, packages=rf.PACKAGES[:1])
     assert [r["version"] for r in out["pytorch"]["torch"]] == ["2.11.0", "2.5.1", "1.12.0"]
-    assert out["skipped"] == ["torch 1.13.1: PyPI serves no core metadata for its Linux x86_64 wheels"]
+    assert out["skipped"] == ["torch 1.13.1: PyPI serves no core metadata for its Linux x86_64 wheels, and its release "
+                              "JSON (https://pypi.org/pypi/torch/1.13.1/json) answered 404"]
+
+
+def test_a_release_without_wheel_metadata_falls_back_to_the_release_json_api(rsps, tmp_path):
+    # An index that serves no .metadata files: requires_dist comes from /pypi/<name>/<version>/json, whose
+    # "info" has the project JSON's shape (the recorded project JSON of jax-cuda13-plugin 0.12.0.1 stands in).
+    name, version = "jax-cuda13-plugin", "0.12.0.1"
+    project = (DATA / "project" / f"{name}.json").read_bytes()
+    rsps.get(rf.RELEASE_URL.format(name=name, version=version), body=project, content_type="application/json")
+    serve(rsps, names=(name,), metadata=False)
+    for f in _index(name)["files"]:
+        rsps.get(f["url"] + ".metadata", status=404)
+    rsps.replace(responses.GET, rf.PROJECT_URL.format(name=name), status=404)
+    with requests.Session() as s:
+        rows, skipped = rf.package_rows(s, 5.0, None, next(p for p in rf.PACKAGES if p.name == name))
+    row = next(r for r in rows if r["version"] == version)
+    assert row["source"] == rf.RELEASE_URL.format(name=name, version=version)
+    assert row["cuda_major"] == 13
+    assert all("answered 404" in line for line in skipped)
 
 
 def test_newest_bounds_the_traffic(rsps, tmp_path):
@@ -472,3 +494,14 @@ def test_real_pypi_refresh(tmp_path):
     cached = rf.load_cached(tmp_path)
     assert cached is not None and cached["pytorch"]["torch"], result.message
     assert all(r["source"].startswith("https://") for r in cached["pytorch"]["torch"])
+
+
+def test_refresh_message_names_what_it_could_not_read(rsps, tmp_path):
+    serve(rsps)
+    for f in _index("torch")["files"]:
+        if "1.13.1" in f["filename"]:
+            rsps.replace(responses.GET, f["url"] + ".metadata", status=404)
+    with requests.Session() as s:
+        result = rf.refresh(timeout=5.0, cache_dir=tmp_path, session=s)
+    assert result.ok
+    assert "torch 1.13.1" in result.message and "answered 404" in result.message

@@ -326,3 +326,18 @@ def test_hanging_nvidia_smi_is_reported_as_a_timeout(tmp_path: Path, clean_env: 
     assert time.monotonic() - started < 10
     errors = json.loads(out)["facts"]["errors"]
     assert any("nvidia-smi" in e["reason"] and "timed out after 0.5s" in e["reason"] for e in errors), errors
+
+
+def test_snapshot_root_records_nvidia_smis_cuda_version(tmp_path: Path, clean_env: None,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # An inspected image: libcuda is never called, but the real A100 file says <cuda_version>12.2.
+    root = build(tmp_path / "root", {**BASE, **SCENARIOS["healthy-a100-host"][0]})
+    snap = tmp_path / "facts.json"
+    assert main(["snapshot", "--root", str(root), "-o", str(snap)]) == 0
+    facts = json.loads(snap.read_text())
+    assert facts["driver"]["cuda_driver_api"] is None
+    assert facts["driver"]["smi_cuda_version"] == "12.2"
+    assert "nvidia-smi" in facts["sources"]["driver.smi_cuda_version"]
+    capsys.readouterr()
+    _, text = run_cli(["check", "--facts", str(snap)], capsys)
+    assert "CUDA driver API 12.2 (nvidia-smi)" in text and "CUDA driver API unknown" not in text

@@ -114,7 +114,7 @@ async def test_opens_on_the_first_failure_with_evidence_rule_and_fix() -> None:
         assert "torch 2.5.1 needs a newer driver than 470.63.01" in text
         assert "Evidence" in text and "driver.kernel_module = 470.63.01" in text
         assert "Matrix rule" in text and "source: https://docs.nvidia.com/" in text
-        assert "Install NVIDIA driver branch 550" in text and "torch 2.4.1 built for CUDA 11.8" in text
+        assert "Install NVIDIA driver branch 550" in text and "torch 2.5.1 built for CUDA 11.8" in text
         # at 80×24 the pane shows the first lines: the fix comes before the evidence and the rule
         assert text.index("Fix") < text.index("Evidence") < text.index("Matrix rule")
         assert "[1/6] CUDA 12 PyTorch on an R470 driver" in summary(app)
@@ -235,14 +235,16 @@ async def test_fix_script_opens_on_the_apt_plan_and_saves_it_through_the_dialog(
     app = RecordingApp(example_sources(), index=index_of("module-userspace-mismatch"))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("f")
+        # F: the plan for every problem, which is what `gpu-doctor fix` writes (the example also carries the
+        # end-of-life warning of its R535 branch, so the selected finding's own plan is a part of it)
+        await pilot.press("F")
         screen = app.screen
         assert isinstance(screen, FixScreen) and screen.format == "apt"  # Ubuntu 22.04: what `fix` picks
         script = screen.script
         assert script.startswith("#!/usr/bin/env bash\n# gpu-doctor fix script (format: apt)")
         await pilot.press("s")
         assert isinstance(app.screen, SaveDialog)
-        assert app.screen.query_one(Input).value == "gpu-doctor-fix-driver-module_userspace_mismatch-apt.sh"
+        assert app.screen.query_one(Input).value == "gpu-doctor-fix-all-apt.sh"
         await pilot.press("escape")
         target = tmp_path / "out" / "fix.sh"
         target.parent.mkdir()
@@ -305,7 +307,7 @@ async def test_pip_script_for_the_r470_host_is_the_plans_python_side(tmp_path: P
         # half-renders the driver step (no leaked action repr, no reboot).
         assert [ln.strip() for ln in saved.splitlines() if "-m pip install" in ln and "run " in ln] == [
             "run /home/ml/venv/bin/python -m pip install --index-url https://download.pytorch.org/whl/cu118 -- "
-            "torch==2.4.1"]
+            "torch==2.5.1"]
         assert "InstallDriver" not in saved and "need_reboot 'the new" not in saved
 
 
@@ -443,7 +445,7 @@ async def test_gpu_table_of_a_snapshot_is_static() -> None:
         await pilot.pause(0.2)
         table = app.query_one(DataTable)
         assert table.row_count == 8
-        assert table.get_row_at(0)[1] == "H100 80GB HBM3"  # every GPU here is NVIDIA's: the prefix only costs width
+        assert str(table.get_row_at(0)[1]) == "H100 80GB HBM3"  # a Text (never markup), without the NVIDIA prefix
         assert "recorded 2026-11-22T09:00:00+00:00" in str(app.query_one("#gpu-status", Static).render())
         assert calls == []  # a replayed snapshot is never sampled
 
@@ -486,7 +488,7 @@ async def test_live_gpu_table_refreshes_from_a_worker_thread_while_shown() -> No
         table = app.query_one(DataTable)
         assert table.row_count == 1
         await settle(pilot)
-        temp = table.get_row_at(0)[5]
+        temp = str(table.get_row_at(0)[5])
         assert temp.endswith("°C") and int(temp[:-2]) > 40
         assert "live: NVML every 0.05 s · updated" in str(app.query_one("#gpu-status", Static).render())
 

@@ -119,15 +119,16 @@ def test_areas_come_in_report_order_with_problems_first() -> None:
                                        "Environment"]
     driver = areas[0]
     assert driver.status == "fail" and [f.code for f in driver.problems] == ["driver.not_loaded",
-                                                                            "driver.too_old_for_cuda_runtime"]
-    assert driver.counts_text() == "2✗ 2✓"  # driver.missing and loader.libcuda_stub pass
+                                                                            "driver.too_old_for_cuda_runtime",
+                                                                            "driver.branch_eol"]  # R535: June 2026
+    assert driver.counts_text() == "2✗ 1! 2✓"  # driver.missing and loader.libcuda_stub pass
     assert areas[1].status == "none" and areas[1].counts_text() == "not checked"
     assert all(c.status in ("skipped", "not_applicable") for c in areas[1].not_checked)
 
 
 def test_status_and_host_lines_quote_the_report() -> None:
     report = report_of("module-userspace-mismatch")
-    assert model.status_line(report) == "✗ NOT READY: 1 failure, 0 warnings, 12 ok"
+    assert model.status_line(report) == "✗ NOT READY: 1 failure, 1 warning, 12 ok"
     assert model.host_line(report).startswith(
         "Ubuntu 22.04.5 LTS · kernel 5.15.0-122-generic · module 535.104.05 / user space 535.129.03 · "
         "CUDA API 12.2 · 1 NVIDIA GPU(s) on PCI only")

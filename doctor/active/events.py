@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from doctor.findings import Finding
+from doctor.safeio import display
 
 
 @dataclass(frozen=True)
@@ -77,14 +78,14 @@ class StderrProgress:
         if isinstance(ev, Progress):
             pct = f"[{ev.fraction * 100:3.0f}%]" if ev.fraction is not None else "[ …  ]"
             where = f"GPU {ev.gpu}: " if ev.gpu is not None else ""
-            line = f"{pct} {where}{ev.step}"
+            line = display(f"{pct} {where}{ev.step}", line=True)  # a step may quote the GPU's name: data
             if self.tty:
                 self.stream.write("\r\x1b[K" + line[:200])
             elif ev.step != self.last:
                 self.stream.write(line + "\n")
             self.last = ev.step
         elif isinstance(ev, Log):
-            self.stream.write(("\r\x1b[K" if self.tty else "") + ev.line + "\n")
+            self.stream.write(("\r\x1b[K" if self.tty else "") + display(ev.line, line=True) + "\n")
         elif isinstance(ev, Outcome) and self.tty:
             self.stream.write("\r\x1b[K")
         self.stream.flush()

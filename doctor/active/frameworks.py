@@ -1,8 +1,9 @@
 """`gpu-doctor smoke --framework`: each framework's GPU smoke test in the target Python environment.
 
 One child process per (interpreter, framework) runs :mod:`doctor.active.framework_child` with a timeout.
-What a framework raises is matched against :data:`SIGNATURES` — the texts frameworks really print, each
-row naming where it comes from — and becomes the finding of the same code the static checks use, with the
+What a framework raises is matched against :data:`SIGNATURES` — the [[smoke]] rows of the one error catalog,
+compat/errors.toml, whose patterns are `explain`'s signatures (the texts frameworks really print, each with its
+source) — and becomes the finding of the same code the static checks use, with the
 original text in the evidence. The mapping is pure and table-tested (tests/test_smoke_frameworks.py).
 """
 
@@ -23,100 +24,40 @@ AREA = "Framework smoke test"
 
 @dataclass(frozen=True)
 class Signature:
-    pattern: str  # a regular expression, searched (case-sensitive) in the exception text and warnings
+    pattern: str  # the catalog patterns, for display; `compiled` is what is searched
     code: str
     explanation: str
     fix: str | None = None
     severity: str = "fail"
+    compiled: tuple[re.Pattern[str], ...] = ()
+    source: str | None = None
+    ids: tuple[str, ...] = ()  # the compat/errors.toml signatures this row reads
+
+
+def _signatures() -> tuple[Signature, ...]:
+    """The [[smoke]] rows of the one error catalog (compat/errors.toml), in file order."""
+    from doctor.explain import signatures
+    from doctor.matrix import bundled
+
+    by_id = {s.id: s for s in signatures()}
+    out = []
+    for row in bundled().rows("errors", "smoke"):
+        try:
+            sigs = [by_id[i] for i in row["signatures"] if i in by_id]
+            if not sigs:
+                continue
+            out.append(Signature(" | ".join(s.pattern.pattern for s in sigs), str(row["finding"]),
+                                 str(row["explanation"]), str(row["fix"]) if row.get("fix") else None,
+                                 str(row.get("severity", "fail")), tuple(s.pattern for s in sigs),
+                                 str(row.get("source", "")) or None, tuple(s.id for s in sigs)))
+        except (KeyError, TypeError):
+            continue
+    return tuple(out)
 
 
 # Order matters: the first match wins, so specific texts come before generic ones ("no kernel image" is also
-# a "CUDA error").
-SIGNATURES: tuple[Signature, ...] = (
-    Signature(r"Torch not compiled with CUDA enabled", "framework.cpu_only_build",
-              "This torch is a CPU-only build (a +cpu wheel, or the default wheel of a platform without CUDA "
-              "wheels): it cannot use any GPU.",
-              "Reinstall torch from a CUDA index matching your driver: pip install --force-reinstall torch "
-              "--index-url https://download.pytorch.org/whl/cuXYZ (`gpu-doctor plan` names XYZ)."),
-    Signature(r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation|"
-              r"PyTorch no longer supports this GPU because it is too old|"
-              r"Minimum and Maximum cuda capability supported by this version of PyTorch|"
-              r"does not include kernels for this GPU|"
-              r"No published PyTorch CUDA builds for release \S+ support this GPU",
-              "framework.arch_unsupported",
-              "This framework build has no kernels for this GPU's architecture.",
-              "Install a build whose CUDA version supports this GPU (new GPUs need a newer CUDA variant; old ones "
-              "an older release)."),
-    Signature(r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice|"
-              r"CUDA_ERROR_NO_BINARY_FOR_GPU",
-              "framework.arch_unsupported",
-              "The framework (or an extension) was compiled without code for this GPU's architecture: no SASS for "
-              "its compute capability and no PTX the driver can JIT.",
-              "Install a build for this GPU's architecture (or rebuild the extension with its "
-              "TORCH_CUDA_ARCH_LIST / -gencode)."),
-    Signature(r"The NVIDIA driver on your system is too old \(found version \d+\)",
-              "framework.cuda_newer_than_driver",
-              "The framework's bundled CUDA runtime is newer than the CUDA version this driver supports.",
-              "Upgrade the driver, or install the framework's variant for an older CUDA (`gpu-doctor plan`)."),
-    Signature(r"CUDA driver version is insufficient for CUDA runtime version|cudaErrorInsufficientDriver|"
-              r"CUDA failure 35",
-              "driver.too_old_for_cuda_runtime",
-              "The CUDA runtime in use needs a newer driver than the one installed (or, in a container, no driver "
-              "was passed in).",
-              "Upgrade the driver to the CUDA runtime's minimum, or use a runtime no newer than the driver's CUDA."),
-    Signature(r"the provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion",
-              "driver.too_old_for_cuda_runtime",
-              "Code compiled by a newer CUDA toolkit than the driver supports was JIT-compiled (minor-version "
-              "compatibility does not cover PTX).", "Upgrade the driver."),
-    Signature(r"forward compatibility was attempted on non supported HW|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|"
-              r"Error 804",
-              "driver.forward_compat_unsupported",
-              "A forward-compatibility libcuda (cuda-compat) was used on a GPU that does not support it (only "
-              "data-center GPUs do).", "Upgrade the host driver instead of relying on cuda-compat."),
-    Signature(r"system has unsupported display driver / cuda driver combination|"
-              r"kernel version [\d.]+ does not match DSO version|Driver/library version mismatch",
-              "driver.module_userspace_mismatch",
-              "The driver's kernel module and its user-space libraries are different versions.",
-              "Reboot (or reload the nvidia modules) after the driver upgrade."),
-    Signature(r"CUDA driver is a stub library|CUDA_ERROR_STUB_LIBRARY|cudaErrorStubLibrary",
-              "framework.libs_shadowed",
-              "The toolkit's stub libcuda (lib64/stubs) was loaded instead of the driver's library.",
-              "Remove the stubs directory from LD_LIBRARY_PATH."),
-    Signature(r"undefined symbol: \w+", "framework.libs_shadowed",
-              "Two versions of the same CUDA library family are mixed (usually LD_LIBRARY_PATH pointing at a "
-              "system CUDA while the framework brings its own pip nvidia-* libraries).",
-              "Unset LD_LIBRARY_PATH (or remove the system CUDA directory from it) and run again."),
-    Signature(r"Loaded runtime CuDNN library: [\d.]+ .*but source was compiled with|"
-              r"Found cuDNN version \d+, but JAX was built against version \d+|Outdated cuDNN installation found",
-              "cudnn.version_mismatch",
-              "The cuDNN that was loaded is older than the one the framework was built against.",
-              "Install the cuDNN version the framework needs (its nvidia-cudnn-cu* wheel) and put it first."),
-    Signature(r"Unable to load cuDNN\. Is it installed\?", "cudnn.missing",
-              "The framework could not load cuDNN.", "Install the framework's cuDNN wheel (nvidia-cudnn-cu*)."),
-    Signature(r"Cannot dlopen some GPU libraries|Could not find cuda drivers on your machine, GPU will not be used|"
-              r"Could not load dynamic library 'lib(cudart|cublas|cudnn)",
-              "framework.gpu_libs_missing",
-              "The framework could not load the CUDA libraries it needs, so it runs on the CPU only.",
-              "Install the framework's CUDA variant (e.g. pip install 'tensorflow[and-cuda]') or the matching CUDA "
-              "libraries; `gpu-doctor check --deep` shows which libraries it found."),
-    Signature(r"CUDA out of memory|OutOfMemoryError|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|"
-              r"RESOURCE_EXHAUSTED", "gpu.oom",
-              "The GPU ran out of memory for this small test: other processes hold it.",
-              "Free the GPU (`nvidia-smi` lists the processes) or choose another with CUDA_VISIBLE_DEVICES."),
-    Signature(r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|cudaErrorECCUncorrectable",
-              "gpu.hardware_fault", "The GPU's memory reported an uncorrectable ECC error.",
-              "Reset the GPU; if it recurs, drain the node and RMA it."),
-    Signature(r"Found no NVIDIA driver on your system", "driver.missing",
-              "The framework found no NVIDIA driver (libcuda.so.1 could not be loaded).",
-              "Install the NVIDIA driver, or start the container with a GPU (docker run --gpus all)."),
-    Signature(r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice|"
-              r"CUDA_ERROR_NO_DEVICE|CUDA driver initialization failed, you might not have a CUDA gpu|"
-              r"Unknown backend: 'gpu' requested, but no platforms that are instances of gpu are present",
-              "gpu.no_cuda_device",
-              "The framework's CUDA sees no GPU: none attached, the kernel module not loaded, the container "
-              "started without one, or CUDA_VISIBLE_DEVICES hides them.",
-              "Run `gpu-doctor check` for the cause."),
-)
+# a "CUDA error"). The rows and their patterns live in compat/errors.toml, shared with `explain`.
+SIGNATURES: tuple[Signature, ...] = _signatures()
 
 FALLBACK = Signature(r".", "framework.gpu_smoke_failed",
                      "The framework failed on the GPU with an error gpu-doctor does not recognise; the text is in "
@@ -125,9 +66,11 @@ FALLBACK = Signature(r".", "framework.gpu_smoke_failed",
 
 def classify(*texts: str | None) -> Signature:
     """The signature of the first rule that matches any of the texts (exception, warnings, stderr)."""
-    joined = "\n".join(t for t in texts if t)
+    from doctor.explain import bounded
+
+    joined = bounded("\n".join(bounded(t) for t in texts if t))
     for sig in SIGNATURES:
-        if re.search(sig.pattern, joined):
+        if any(p.search(joined) for p in sig.compiled):
             return sig
     return FALLBACK
 

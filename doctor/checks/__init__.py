@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from doctor.checks import active, compat, driver, environment, gpus, image, toolkit
+from doctor.checks import active, compat, driver, environment, gpus, image, lifecycle, toolkit
 from doctor.registry import Check
 
 REGISTRY: list[Check] = [
     *driver.CHECKS,
     *compat.CHECKS_DRIVER,
+    *lifecycle.CHECKS,
     *gpus.CHECKS,
     *toolkit.CHECKS,
     *compat.CHECKS_TOOLKIT,

@@ -7,6 +7,7 @@ from typing import Any
 from doctor.facts import Facts, PyPackage
 from doctor.findings import Evidence, Finding, Fix, FixStep
 from doctor.intents import Intent
+from doctor.safeio import small_int
 
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib")
 
@@ -77,8 +78,8 @@ def major_minor(version: str | None) -> tuple[int, ...] | None:
         return None
     parts = []
     for piece in version.split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
+        digits = small_int("".join(ch for ch in piece if ch in "0123456789"))
+        if digits is None:
             break
-        parts.append(int(digits))
+        parts.append(digits)
     return tuple(parts) or None

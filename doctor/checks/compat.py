@@ -21,7 +21,7 @@ from doctor.intents import (
     Intent,
     ReinstallFramework,
 )
-from doctor.matrix import Matrix, Row, Verdict, current, driver_runs_cuda, major_minor, vtuple
+from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.queries import driver_floor
 from doctor.registry import Context, NotApplicable, Skip, check
 
@@ -165,6 +165,15 @@ def _gpus_with_arch(facts: Facts, ctx: Context) -> Iterator[tuple[Gpu, Row, str,
         raise NotApplicable("no GPU visible")
     if not drv:
         raise Skip("the driver version is unknown")
+    if not vtuple(drv):  # a snapshot from elsewhere may hold anything: "²", "unknown", 5,000 digits
+        raise Skip(f"the driver version {drv[:40]!r} is not a version number")
+    if facts.host.wsl and not facts.driver.kernel_module:
+        # WSL2 reports the Windows driver, numbered apart from Linux (R570 is 572.xx/573.xx): compare its branch.
+        b = m.windows_branch(drv)
+        if b is None:
+            raise Skip(f"WSL: Windows driver {drv} is not between two known Windows releases of one branch in "
+                       "NVIDIA's tables, so its branch is unknown")
+        drv = str(b)
     for g in gpus:
         row, arch = m.gpu_for_facts(g.name, g.compute_capability)
         if arch:
@@ -176,17 +185,20 @@ def _gpus_with_arch(facts: Facts, ctx: Context) -> Iterator[tuple[Gpu, Row, str,
 
 @check("driver.too_old_for_gpu", "Driver", "The driver is new enough for each GPU's architecture.")
 def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    m = _matrix(ctx)
     for g, arch, drv, evidence in _gpus_with_arch(facts, ctx):
-        if not arch.get("first_driver"):
+        row = m.gpu(g.name)
+        first = m.first_driver(arch, g.compute_capability or (row or {}).get("compute_capability"))
+        if not first:
             continue
-        if vtuple(drv) < vtuple(arch["first_driver"]):
+        if not driver_meets(drv, first):
             yield finding("driver.too_old_for_gpu", "fail",
-                          f"{g.name} ({arch['name']}) needs driver ≥ {arch['first_driver']}; found {drv}",
-                          f"Drivers older than {arch['first_driver']} do not know {arch['name']} GPUs: the GPU is "
+                          f"{g.name} ({arch['name']}) needs driver ≥ {first}; found {drv}",
+                          f"Drivers older than {first} do not know this {arch['name']} GPU: the GPU is "
                           "not initialised or CUDA reports no device.", evidence,
-                          fix=f"Install driver ≥ {arch['first_driver']} (`gpu-doctor fix` writes the commands).",
-                          intents=[InstallDriverBranch(minimum=arch["first_driver"], recommended=arch["first_driver"],
-                                                       who=f"{arch['name']} GPUs", gpu=g.name)])
+                          fix=f"Install driver ≥ {first} (`gpu-doctor fix` writes the commands).",
+                          intents=[InstallDriverBranch(minimum=first, recommended=first, who=f"{arch['name']} GPUs",
+                                                       gpu=g.name)])
         else:
             yield ok("driver.too_old_for_gpu", f"Driver {drv} is new enough for {g.name} ({arch['name']})",
                      *evidence)
@@ -216,7 +228,9 @@ def gpu_unsupported_by_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           intents=[InstallDriverBranch(minimum=drv, recommended=drv, gpu=g.name,
                                                        who=f"{arch['name']} GPUs (proprietary module)",
                                                        flavor="proprietary")])
-        elif facts.driver.module_flavor == "proprietary" and arch.get("open_kernel_module_required"):
+        elif facts.driver.module_flavor == "proprietary" and (
+                arch.get("open_kernel_module_required")
+                or (_matrix(ctx).gpu(g.name) or {}).get("open_kernel_module_required")):  # a GPU row (GH200)
             yield finding("driver.gpu_unsupported_by_driver", "fail",
                           f"{g.name} ({arch['name']}) requires the open NVIDIA kernel module; the proprietary one "
                           "is loaded", "NVIDIA supports this architecture only with the open GPU kernel modules.",
@@ -228,17 +242,34 @@ def gpu_unsupported_by_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      f"Driver branch {vtuple(drv)[0]} still supports {g.name} ({arch['name']})", *evidence)
 
 
-def _arch_list(m: Matrix, pkg: PyPackage) -> tuple[list[str] | None, str | None, Row | None]:
-    """The SASS arch list (as "8.6") and embedded PTX of a framework build, from --deep or the matrix."""
+def _arch_list(m: Matrix, pkg: PyPackage, aarch64: bool = False) -> tuple[list[str] | None, str | None, Row | None]:
+    """The SASS arch list (as "8.6") and embedded PTX of a framework build, from --deep or the matrix.
+
+    The matrix's `arch_list` is the Linux x86_64 wheel's; aarch64 wheels (SBSA, Jetson Thor) carry other targets
+    (`arch_list_aarch64`), so on an Arm host only that list is used, and without one the list is unknown.
+    """
     if pkg.arch_list:
         sass = [_cc(a) for a in pkg.arch_list if a.startswith("sm_")]
         ptx = [_cc(a) for a in pkg.arch_list if a.startswith("compute_")]
         return sass, (max(ptx, key=vtuple) if ptx else None), None
     if pkg.name == "torch":
         var = m.torch_variant(pkg.version, pkg.cuda)
-        if var and var.get("arch_list"):
-            return list(var["arch_list"]), var.get("ptx"), var
+        key = "arch_list_aarch64" if aarch64 else "arch_list"
+        if var and var.get(key):
+            return list(var[key]), (None if aarch64 else var.get("ptx")), var
     return None, None, None
+
+
+_ARM_GPU = ("thor", "orin", "gh200", "gb200", "gb300", "gb10", "jetson", "xavier", "tegra")
+
+
+def _is_aarch64(m: Matrix, facts: Facts) -> bool:
+    """An Arm host: said by the facts, or implied by a GPU that only comes with an Arm CPU (Grace, Jetson)."""
+    arch = (facts.host.arch or "").lower()
+    if arch:
+        return arch in ("aarch64", "arm64", "sbsa")
+    return any(w in (g.name or "").lower() for g in facts.gpus for w in _ARM_GPU) or any(
+        (m.gpu(g.name) or {}).get("segment") == "embedded" for g in facts.gpus)
 
 
 def _cc(arch: str) -> str:
@@ -266,8 +297,9 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not pkgs:
         raise NotApplicable("no CUDA build of PyTorch (its arch list is what this rule reads)")
     done = False
+    arm = _is_aarch64(m, facts)
     for exe, pkg in pkgs:
-        sass, ptx, var = _arch_list(m, pkg)
+        sass, ptx, var = _arch_list(m, pkg, arm)
         if sass is None:
             found = list(_arch_unknown(facts, m, pkg, gpus, exe))
             done = done or bool(found)
@@ -299,7 +331,8 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 intents=[ReinstallFramework(exe, "torch", pkg.version, reason="arch", gpu=g.name)],
             )
     if not done:
-        raise Skip("the arch list of the installed torch build is unknown (not in the matrix; run with --deep)")
+        raise Skip("the arch list of the installed torch build is unknown (not in the matrix"
+                   + (" for aarch64 wheels" if arm else "") + "; run with --deep)")
 
 
 NO_KERNEL_IMAGE = "no kernel image is available for execution on the device"
@@ -354,7 +387,11 @@ def nvcc_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not version:
         raise Skip(f"the CUDA version of the toolkit extensions would build with is unknown ({built.why})")
     where = f"{how}={root}" if how != "PATH" else f"nvcc on PATH ({root}/bin/nvcc)"
+    if not vtuple(version):
+        raise Skip(f"the build toolkit's CUDA version {version[:40]!r} is not a version number")
     for p in torches:
+        if not vtuple(p.cuda):
+            continue  # torch's CUDA is not a version here: nothing to compare
         evidence = [Evidence("build_toolkit", f"{where}: CUDA {version}", built.source),
                     Evidence("python_envs.packages", f"{label(p)} cuda={p.cuda}")]
         if vtuple(version)[:1] != vtuple(p.cuda)[:1]:
@@ -511,7 +548,7 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           "path at the same one).")
     for env, p in pairs:
         built, rule = _built_cudnn(m, p)
-        if not built:
+        if not built or not vtuple(built):  # a recorded cuDNN that is not a version: nothing to compare
             continue
         loaded, src = _loaded_cudnn(facts, env, p)
         if not loaded:

@@ -11,6 +11,7 @@ from doctor.facts import Facts, Gpu
 from doctor.findings import Evidence, Finding, FixStep
 from doctor.intents import InstallContainerToolkit, ReinstallFramework, UnsetEnvVar
 from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.safeio import small_int
 
 PYTORCH_INSTALL = "https://pytorch.org/get-started/locally/"
 CONDA_VIRTUAL = "https://docs.conda.io/projects/conda/en/latest/user-guide/tasks/manage-virtual.html"
@@ -136,9 +137,9 @@ def cuda_visible_devices(facts: Facts, ctx: Context) -> Iterator[Finding]:
     tokens = _visible_tokens(value)
     seen: list[str] = []
     for pos, tok in enumerate(tokens):
-        valid = (tok.isdigit() and int(tok) < len(gpus)) or (
+        valid = (small_int(tok) is not None and int(tok) < len(gpus)) or (
             re.match(r"^(GPU|MIG)-", tok) is not None and any(u.startswith(tok) for u in uuids))
-        canonical = str(int(tok)) if tok.isdigit() else tok
+        canonical = str(small_int(tok)) if small_int(tok) is not None else tok
         if valid and canonical in seen:
             yield finding(
                 "env.cuda_visible_devices", "fail",
@@ -180,7 +181,7 @@ def ordinal_table(facts: Facts) -> str:
         picked = []
         for tok in _visible_tokens(visible):
             match = [g for g in cuda_order if g.uuid and tok.startswith(("GPU-", "MIG-")) and g.uuid.startswith(tok)]
-            if tok.isdigit() and int(tok) < len(cuda_order):
+            if small_int(tok) is not None and int(tok) < len(cuda_order):
                 match = [cuda_order[int(tok)]]
             if not match:
                 break

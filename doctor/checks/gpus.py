@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
 from doctor.checks.common import finding, ok
-from doctor.facts import Facts, Gpu
+from doctor.facts import Facts, Gpu, XidEvent
 from doctor.findings import Evidence, Finding, FixStep
+from doctor.matrix import Matrix, current
 from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "GPUs"
@@ -115,29 +117,54 @@ def hardware_fault(facts: Facts, ctx: Context) -> Iterator[Finding]:
             yield ok("gpu.hardware_fault", f"{_name(g)}: no uncorrectable ECC errors or pending retirements",
                      _gev(g, "ecc_uncorrected"))
     catalog = xid_catalog()
-    seen: dict[tuple[int, str | None], int] = {}
+    seen: dict[tuple[int, str | None], list[XidEvent]] = {}
     for e in xids:
-        seen[(e.xid, e.pci_bus_id)] = seen.get((e.xid, e.pci_bus_id), 0) + 1
-    for (xid, bus), count in seen.items():
-        row = catalog.get(xid, {})
-        klass = row.get("class", "unknown")
-        action = row.get("action")
-        severity = "warn" if klass in ("application", "info") else "fail"
-        kind = KIND_TEXT.get(klass, "a fault not in the reviewed catalog")
-        what = row.get("description") or "not in the reviewed Xid catalog"
-        source = facts.sources.get("driver.xid_events")
-        ev_list = [Evidence("driver.xid_events", f"Xid {xid} on {bus} ×{count}", source)]
-        if row.get("source"):
-            ev_list.append(Evidence("compat/xid.toml", f"Xid {xid}: {row.get('mnemonic', what)}", row["source"]))
-        yield finding(
-            "gpu.hardware_fault", severity,
-            f"Kernel log: Xid {xid} on GPU {bus or '?'} ({what}), {count}×: {kind}",
-            "Xid events are the driver's record of GPU faults since boot. "
-            + (f"NVIDIA's catalog classes this one as {kind}." if row else
-               "This Xid is not in gpu-doctor's reviewed catalog; look it up in NVIDIA's Xid documentation."),
-            ev_list,
-            fix=_sentence(ACTION_TEXT.get(action or "") or "See NVIDIA's Xid catalog for this code"),
-        )
+        seen.setdefault((e.xid, e.pci_bus_id), []).append(e)
+    for (xid, bus), events in seen.items():
+        yield _xid_finding(facts, xid, bus, events, catalog.get(xid, {}))
+
+
+# The kernel line's own word for how bad it is (NVLink5 Xids 144-150 and others print it).
+_NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
+
+
+def _xid_finding(facts: Facts, xid: int, bus: str | None, events: list[XidEvent], row: dict[str, Any]) -> Finding:
+    count = len(events)
+    klass = row.get("class", "unknown")
+    action = row.get("action")
+    nonfatal = all(e.message and _NONFATAL.search(e.message) for e in events)
+    if not row:
+        severity = "warn"  # not in the reviewed catalog: something to look up, not a verdict on the node
+    elif nonfatal or klass in ("application", "info"):
+        severity = "warn"  # a line that says Nonfatal never fails a node
+    else:
+        severity = "fail"
+    kind = KIND_TEXT.get(klass, "a fault not in the reviewed catalog")
+    what = row.get("description") or "not in the reviewed Xid catalog"
+    source = facts.sources.get("driver.xid_events")
+    ev_list = [Evidence("driver.xid_events", f"Xid {xid} on {bus} ×{count}", source)]
+    if events[-1].message:
+        ev_list.append(Evidence("driver.xid_events.message", events[-1].message[:300], source))
+    if row.get("source"):
+        ev_list.append(Evidence("compat/xid.toml", f"Xid {xid}: {row.get('mnemonic', what)}", row["source"]))
+    if not row:
+        detail = ("Xid events are the driver's record of GPU faults since boot. This Xid is not in gpu-doctor's "
+                  "reviewed catalog: look it up in NVIDIA's Xid catalog "
+                  "(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) before acting on the node.")
+        fix = "See NVIDIA's Xid catalog for this code."
+        title_kind = f"{kind} — look it up"
+    else:
+        detail = ("Xid events are the driver's record of GPU faults since boot. NVIDIA's catalog classes this one "
+                  f"as {kind}.")
+        if nonfatal:
+            detail += (" The kernel line says the event was non-fatal: NVIDIA's catalog gives no immediate action "
+                       "for the non-fatal subcodes; watch for it repeating or for Xid 48/94/95 following it.")
+        fix = _sentence("nothing to do now; watch for repeats" if nonfatal else
+                        ACTION_TEXT.get(action or "") or "See NVIDIA's Xid catalog for this code")
+        title_kind = f"{kind}, non-fatal" if nonfatal else kind
+    return finding("gpu.hardware_fault", severity,
+                   f"Kernel log: Xid {xid} on GPU {bus or '?'} ({what}), {count}×: {title_kind}",
+                   detail, ev_list, fix=fix)
 
 
 KIND_TEXT = {"application": "an application fault", "driver": "a driver fault", "hardware": "a hardware fault",
@@ -178,32 +205,62 @@ def _throttling(g: Gpu) -> Iterator[Finding]:
     )
 
 
-@check("gpu.pcie_degraded", AREA, "Each GPU's PCIe link trained at its full width and generation.")
+@check("gpu.pcie_degraded", AREA, "Each GPU's PCIe link trained as wide as its platform can give it: a data-center "
+       "GPU below its slot's width, or any GPU at x1/x4, is a finding; a consumer, workstation or laptop GPU at x8 "
+       "is normal.")
 def pcie_degraded(facts: Facts, ctx: Context) -> list[Finding]:
-    return _each_known(facts, _pcie_degraded, "pcie_width_max", "PCIe link width")
+    m = ctx.matrix
+    if not isinstance(m, Matrix):
+        m = current()
+    return _each_known(facts, lambda g: _pcie_degraded(g, _segment(m, g)), "pcie_width_max", "PCIe link width")
 
 
-def _pcie_degraded(g: Gpu) -> Iterator[Finding]:
+def _segment(m: Matrix, g: Gpu) -> str | None:
+    if g.name and "laptop" in g.name.lower():
+        return "laptop"
+    row = m.gpu(g.name)
+    return str(row["segment"]) if row and row.get("segment") else None
+
+
+# GPUs that cloud instances attach at x8 of the card's x16 by design (issue 11: T4 instances).
+_X8_BY_DESIGN = ("t4",)
+
+
+def _pcie_degraded(g: Gpu, segment: str | None) -> Iterator[Finding]:
     if g.pcie_width_current is None or g.pcie_width_max is None:
         return
     # Idle GPUs lower their link *generation* to save power; that is not a fault. The width does
-    # not change with load, so a narrower link is a training problem (slot, riser, dirty contacts).
-    if g.pcie_width_current < g.pcie_width_max:
-        yield finding(
-            "gpu.pcie_degraded", "warn",
-            f"{_name(g)}: PCIe link runs at x{g.pcie_width_current} of x{g.pcie_width_max}",
-            "A link that trained narrower than it can be cuts host↔device bandwidth in proportion: data "
-            "loading and multi-GPU traffic over PCIe slow down. Usual causes: the slot is wired narrower, a "
-            "riser or cable, or dirty/poorly seated contacts.",
-            [_gev(g, "pcie_width_current"), _gev(g, "pcie_width_max"), _gev(g, "pcie_gen_current"),
-             _gev(g, "pcie_gen_max")],
-            fix="Reseat the card (or move it to a full-width slot) and check the BIOS PCIe settings.",
-        )
-    else:
-        yield ok("gpu.pcie_degraded", f"{_name(g)}: PCIe x{g.pcie_width_current}, gen "
+    # not change with load, so a narrower link is a training problem (slot, riser, dirty contacts) —
+    # or the platform's design: consumer boards split x16 into x8/x8 for two GPUs, laptops and some
+    # cloud instances wire x8.
+    cur, top = g.pcie_width_current, g.pcie_width_max
+    evidence = [_gev(g, "pcie_width_current"), _gev(g, "pcie_width_max"), _gev(g, "pcie_gen_current"),
+                _gev(g, "pcie_gen_max"), Evidence(f"gpus[{g.index}].segment", segment, "matrix (gpus.toml)")]
+    by_design = segment in ("consumer", "workstation", "laptop", "embedded") or (
+        bool(g.name) and any(w in _norm(g.name).split() for w in _X8_BY_DESIGN))
+    if cur >= top or (cur >= 8 and (by_design or segment is None)):
+        note = "" if cur >= top else (" — normal for this platform (boards with two GPUs split x16 into x8/x8; "
+                                      "laptops and some cloud instances wire x8)")
+        width = f"x{cur}" if cur >= top else f"x{cur} of x{top}"
+        yield ok("gpu.pcie_degraded", f"{_name(g)}: PCIe {width}, gen "
                  f"{g.pcie_gen_current if g.pcie_gen_current is not None else '?'} (max "
-                 f"{g.pcie_gen_max if g.pcie_gen_max is not None else '?'})",
-                 _gev(g, "pcie_width_current"), _gev(g, "pcie_gen_max"))
+                 f"{g.pcie_gen_max if g.pcie_gen_max is not None else '?'}){note}", *evidence)
+        return
+    why = (f"A data-center GPU trained narrower than its slot (x{cur} of x{top})" if cur >= 8 else
+           f"A x{cur} link is far below what a GPU slot should give (x{top} possible)")
+    yield finding(
+        "gpu.pcie_degraded", "warn",
+        f"{_name(g)}: PCIe link runs at x{cur} of x{top}",
+        f"{why}: host↔device bandwidth drops in proportion, so data loading and "
+        "multi-GPU traffic over PCIe slow down. Usual causes: a riser or cable, a slot wired narrower, or "
+        "dirty/poorly seated contacts.",
+        evidence,
+        fix="Reseat the card (or move it to a full-width slot), check risers/cables and the BIOS PCIe settings.",
+    )
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("-", " ")
 
 
 CHECKS = [memory_in_use, hardware_fault, throttling, pcie_degraded]

@@ -78,7 +78,8 @@ def add_probe_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deep", action="store_true", help="also import each framework in its environment (one "
                    "subprocess each, with a timeout) and record what it says and which CUDA libraries it loaded")
     g.add_argument("--timeout", type=positive_seconds, default=5.0, metavar="SEC",
-                   help="timeout for each command and driver-library call (default: 5)")
+                   help="timeout for each command and driver-library call (default: 5); all commands together "
+                   "have 3 times this (plus twice --deep-timeout with --deep) as one overall deadline")
     g.add_argument("--deep-timeout", type=positive_seconds, default=60.0, metavar="SEC",
                    help="timeout for each framework import with --deep (default: 60)")
 
@@ -91,7 +92,10 @@ def host_from_args(args: argparse.Namespace) -> Any:
     root = Path(args.root) if args.root is not None else Path("/")
     if args.root is not None and not root.is_dir():
         raise UsageError(f"--root {args.root}: not a directory")
-    host = Host(root=root.resolve() if args.root is not None else root, timeout=args.timeout)
+    # One overall deadline besides each command's timeout (hung commands must not add up); --deep imports
+    # have their own, longer timeout.
+    budget = 3 * args.timeout + (2 * args.deep_timeout if getattr(args, "deep", False) else 0)
+    host = Host(root=root.resolve() if args.root is not None else root, timeout=args.timeout, budget=budget)
     args.python = [checked_python(host, p) for p in args.python]
     return host
 
@@ -140,11 +144,16 @@ def collect_from_args(args: argparse.Namespace) -> Any:
 
 
 def read_input(path: str, option: str) -> str:
-    """The text of a file named on the command line (- for standard input); a usage error if unreadable."""
+    """The text of a file named on the command line (- for standard input); a usage error if unreadable.
+
+    Only a regular file or standard input, never more than 64 MB (a FIFO or /dev/zero cannot hang it)."""
+    from doctor.safeio import InputError
+    from doctor.safeio import read_input as safe_read
+
     try:
-        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"{option} {path}: {exc.strerror or exc}") from None
+        return safe_read(path, option)
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def load_facts_file(path: str) -> Any:
@@ -378,7 +387,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     text = facts.to_json()
     if args.output:
         try:
-            Path(args.output).write_text(text)
+            Path(args.output).write_text(text, encoding="utf-8", errors="backslashreplace")
         except OSError as exc:
             raise UsageError(f"-o {args.output}: {exc.strerror or exc}") from None
         print(f"gpu-doctor: wrote {args.output} ({len(text)} bytes)", file=sys.stderr)

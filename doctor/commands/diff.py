@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
+from doctor.safeio import display
 
 MARKS = {"warn": "!", "fail": "✗"}
 AREAS = ("Host", "Driver", "GPUs", "CUDA toolkit", "cuDNN", "Python & frameworks", "Environment", "Active tests")
@@ -45,17 +45,16 @@ def load_side(path: str) -> tuple[Any, list[Any]]:
     from doctor.engine import REPORT_SCHEMA, diagnose
     from doctor.facts import FACTS_SCHEMA, Facts, FactsError
     from doctor.fleet import Problem
+    from doctor.safeio import InputError, load_json, read_input
 
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+        text = read_input(path, "")
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except RecursionError:
-        raise UsageError(f"{path}: not JSON (nested too deeply)") from None
+        data = load_json(text)
+    except InputError as exc:
+        raise UsageError(f"{path}: {exc}") from None
     schema = data.get("schema") if isinstance(data, dict) else None
     try:
         if schema == FACTS_SCHEMA:
@@ -81,23 +80,28 @@ def _value(v: str | None, kind: str, side: str) -> str:
 
 
 def render_text(result: Any, a: str, b: str) -> str:
+    """The drift for a terminal; every value from the two files passes :func:`display` (no raw control
+    characters reach the terminal)."""
     lines = [f"gpu-doctor diff — {a} → {b}", ""]
     areas = [x for x in AREAS if any(c.area == x for c in result.changes)]
     for area in areas:
         changes = [c for c in result.changes if c.area == area]
-        width = min(44, max(len(c.what) for c in changes))
+        width = min(44, max(len(display(c.what, line=True)) for c in changes))
         lines.append(area)
-        lines += [f"  {c.what.ljust(width)}  {_value(c.before, c.kind, 'before')} → {_value(c.after, c.kind, 'after')}"
-                  for c in changes]
+        for c in changes:
+            before = display(_value(c.before, c.kind, "before"), line=True)
+            after = display(_value(c.after, c.kind, "after"), line=True)
+            lines.append(f"  {display(c.what, line=True).ljust(width)}  {before} → {after}")
         lines.append("")
     if result.new or result.vanished:
         lines.append(f"Findings (failing and warning; + only in {b}, - only in {a})")
-        lines += [f"  + {MARKS[p.severity]} {p.title}  [{p.code}]" for p in result.new]
-        lines += [f"  - {MARKS[p.severity]} {p.title}  [{p.code}]" for p in result.vanished]
+        lines += [display(f"  + {MARKS[p.severity]} {p.title}  [{p.code}]", line=True) for p in result.new]
+        lines += [display(f"  - {MARKS[p.severity]} {p.title}  [{p.code}]", line=True) for p in result.vanished]
         lines.append("")
     if result.drifted:
         lines.append(f"DRIFT: {len(result.changes)} change(s), {len(result.new)} new and {len(result.vanished)} "
                      "vanished finding(s)")
     else:
         lines.append("NO DRIFT: same driver, GPUs, toolkits, libraries, packages and environment, same findings")
+    lines[0] = display(lines[0], line=True)
     return "\n".join(lines) + "\n"

@@ -43,13 +43,20 @@ def run(name: str, args: argparse.Namespace) -> int:
 
         sys.stdout.write(json.dumps(explain.to_dict(results, facts_from), indent=2) + "\n")
     else:
-        sys.stdout.write(explain.render_text(results, facts_from))
+        from doctor.safeio import display
+
+        sys.stdout.write(display(explain.render_text(results, facts_from)))
     return EXIT_OK if results else EXIT_FAIL
 
 
 def _text(args: argparse.Namespace) -> str:
     if args.text == ["-"]:
-        text = sys.stdin.read()
+        from doctor.safeio import InputError, read_input
+
+        try:  # bytes, decoded here: a log with stray non-UTF-8 bytes is still a log
+            text = read_input("-", "explain")
+        except InputError as exc:
+            raise UsageError(str(exc)) from None
     else:
         if "-" in args.text:
             raise UsageError("- (read standard input) cannot be mixed with text arguments")

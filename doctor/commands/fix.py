@@ -11,6 +11,7 @@ from typing import Any
 
 from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
 from doctor.commands.check import add_probe_options, collect_from_args, load_facts_file
+from doctor.safeio import display
 
 FORMATS = ("auto", "apt", "dnf", "conda", "pip")
 PYTHON_FORMATS = ("pip", "conda")  # only what the Python environment can do: the plan takes its Python-only routes
@@ -64,7 +65,7 @@ def _write(args: argparse.Namespace, text: str, executable: bool = False) -> Non
         return
     try:
         path = Path(args.output)
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8", errors="backslashreplace")  # as on stdout: never a crash
         if executable:
             path.chmod(0o755)
     except OSError as exc:
@@ -181,10 +182,10 @@ def render_pin(facts: Any, fmt: str) -> str:
     from doctor.fixplan import FixPlan, HoldPackages, PinDriverBranch, PlanStep
     from doctor.matrix import branch, major_minor
     from doctor.render import apt, dnf
-    from doctor.render.fixscript import comment, render_script
+    from doctor.render.fixscript import render_script
 
     found = pins(facts)
-    marks = [PIN_MARK] + [f"# pin: {comment(k)} {comment(n)} {comment(v)}" for k, n, v in found]
+    marks = [PIN_MARK] + [f"# pin: {pin_field(k)} {pin_field(n)} {pin_field(v)}" for k, n, v in found]
     h = facts.host
     if fmt == "auto":
         fmt = "apt" if apt.supports(h.os_id, h.os_version) else "dnf" if dnf.supports(h.os_id, h.os_version) else "pip"
@@ -224,13 +225,38 @@ def _plain(name: str, version: str) -> bool:
     return bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", name) and re.match(r"^[0-9][A-Za-z0-9.+!\-]*$", version))
 
 
+# A pin line holds three fields separated by spaces; inside a field, whitespace, "%", control characters and
+# lone surrogates are written %XX / %uXXXX, so a name with a space survives the round trip exactly and the
+# line stays one comment line.
+_PIN_ESCAPE = re.compile(r"[\s%'\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029]")
+_PIN_UNESCAPE = re.compile(r"%(?:u([0-9A-Fa-f]{4})|([0-9A-Fa-f]{2}))")
+
+
+def pin_field(value: str) -> str:
+    """One field of a pin line: escaped so it holds no space; '' for an empty value."""
+    escaped = _PIN_ESCAPE.sub(lambda m: f"%{ord(m.group(0)):02X}" if ord(m.group(0)) < 0x100 else
+                              f"%u{ord(m.group(0)):04X}", str(value))
+    return escaped or "''"
+
+
+def _unpin_field(text: str) -> str:
+    return "" if text == "''" else _PIN_UNESCAPE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
+
+
 def parse_pins(text: str) -> list[tuple[str, str, str]]:
+    """The pins of a pin file; UsageError for a pin line that does not hold exactly three fields (a pin that
+    cannot be read must not pass for no drift)."""
     out = []
-    for line in text.splitlines():
-        if line.startswith("# pin: "):
-            parts = line[len("# pin: "):].split()
-            if len(parts) == 3:
-                out.append((parts[0], parts[1], parts[2]))
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.rstrip("\r")
+        if line.startswith("# pin:"):
+            parts = line[len("# pin:"):].split(" ")
+            parts = [p for p in parts if p]
+            if len(parts) != 3:
+                raise UsageError(f"line {number}: a pin line must be '# pin: KIND NAME VERSION', found "
+                                 f"{display(line[:120], line=True)!r}")
+            kind, name, version = (_unpin_field(p) for p in parts)
+            out.append((kind, name, version))
     return out
 
 
@@ -248,18 +274,24 @@ def drift(facts: Any, pinned: list[tuple[str, str, str]]) -> list[str]:
 
 
 def _check(facts: Any, path: str) -> int:
+    from doctor.safeio import InputError, read_input
+
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"--check {path}: {exc.strerror or exc}") from None
+        text = read_input(path, "--check")
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
     if PIN_MARK not in text:
         raise UsageError(f"--check {path}: not a pin file written by `gpu-doctor pin` (no '{PIN_MARK}' line)")
-    pinned = parse_pins(text)
+    try:
+        pinned = parse_pins(text)
+    except UsageError as exc:
+        raise UsageError(f"--check {path}: {exc}") from None
     problems = drift(facts, pinned)
+    shown = display(path, line=True)
     if problems:
-        print(f"Drift from {path}:")
+        print(f"Drift from {shown}:")
         for p in problems:
-            print(f"  ✗ {p}")
+            print(f"  ✗ {display(p, line=True)}")
         return EXIT_FAIL
-    print(f"No drift: {len(pinned)} pin(s) in {path} match this machine.")
+    print(f"No drift: {len(pinned)} pin(s) in {shown} match this machine.")
     return EXIT_OK

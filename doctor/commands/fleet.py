@@ -17,6 +17,9 @@ from typing import Any, TextIO
 
 from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
 from doctor.fleet import FileError, Fleet, FleetInputError, Node, aggregate, read_node
+from doctor.safeio import display, megabytes, read_file
+
+REPORT_CAP = 64 * 1024 * 1024  # a report of 8 GPUs and 3 environments is ~100 kB
 
 # Below this many files one process is as fast as two workers (measured on 2 cores: even at ~600).
 PARALLEL_MIN = 1000
@@ -101,14 +104,18 @@ def discover(paths: list[str]) -> list[str]:
     files: list[str] = []
     for p in paths:
         if os.path.isdir(p):
-            found = []
-            for top, dirs, names in os.walk(p):
+            found: list[str] = []
+            unlisted: list[str] = []
+            # A directory that cannot be listed is kept as an entry: reading it fails, so it is named in the
+            # errors and fails the run, instead of its reports silently missing from the fleet.
+            for top, dirs, names in os.walk(p, onerror=lambda exc, into=unlisted: into.append(exc.filename)):
                 dirs.sort()
                 found += [os.path.join(top, n) for n in names if n.endswith(".json")]
+            found += unlisted
             if not found:
                 raise UsageError(f"{p}: no *.json file in this directory")
             files += sorted(found)
-        elif os.path.exists(p):
+        elif os.path.exists(p) or os.path.islink(p):  # a dangling link is named as unreadable, not skipped
             files.append(p)
         else:
             raise UsageError(f"{p}: no such file or directory")
@@ -145,16 +152,18 @@ def read_files(files: list[str], jobs: int = 0) -> list[Node | FileError]:
 
 
 def read_chunk(files: list[str]) -> list[Node | FileError]:
+    """Each file as a node, or as a named error: a FIFO, a device, an oversized or corrupt file fails the run."""
     out: list[Node | FileError] = []
     for file in files:
         try:
-            with open(file, "rb") as fh:
-                text = fh.read().decode("utf-8", errors="replace")
-            out.append(read_node(text, node_name(file), file))
+            data, more = read_file(file, REPORT_CAP)
+            if more:
+                raise FleetInputError(f"larger than {megabytes(REPORT_CAP)}: not a gpu-doctor report")
+            out.append(read_node(data.decode("utf-8", errors="replace"), node_name(file), file))
         except OSError as exc:
             out.append(FileError(file, f"cannot read: {exc.strerror or exc}"))
-        except FleetInputError as exc:
-            out.append(FileError(file, str(exc)))
+        except (FleetInputError, RecursionError) as exc:
+            out.append(FileError(file, str(exc) or "nested too deeply"))
     return out
 
 
@@ -214,7 +223,8 @@ def _wrap(names: tuple[str, ...] | list[str], indent: str, width: int = 100) -> 
 
 
 def render_text(fleet: Fleet, colour: bool = False) -> str:
-    rows = [row(n) for n in fleet.nodes]
+    """The fleet for a terminal: every value from the files passes :func:`display`."""
+    rows = [[display(c, line=True) for c in row(n)] for n in fleet.nodes]
     for r in rows:
         r[1] = f"{MARKS[r[1]]} {r[1]}"
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(HEADERS)]
@@ -230,32 +240,34 @@ def render_text(fleet: Fleet, colour: bool = False) -> str:
         lines += ["Problems — nodes grouped by the same failing/warning findings", ""]
         for g in fleet.groups:
             lines.append(f"  {_paint(MARKS[g.severity], g.severity, colour)} {len(g.nodes)} node(s):")
-            lines += _wrap(g.nodes, "      ")
-            lines += [f"      {_paint(MARKS[p.severity], p.severity, colour)} {p.title}  [{p.code}]"
-                      for p in g.problems]
+            lines += _wrap(tuple(display(n, line=True) for n in g.nodes), "      ")
+            lines += [f"      {_paint(MARKS[p.severity], p.severity, colour)} {display(p.title, line=True)}  "
+                      f"[{display(p.code, line=True)}]" for p in g.problems]
             lines.append("")
     if fleet.outliers:
         lines.append("Outliers")
         for o in fleet.outliers:
             mark = _paint(MARKS[o.severity], o.severity, colour)
             if len(o.nodes) == 1:
-                lines.append(f"  {mark} {o.nodes[0]}: {o.title}")
+                lines.append(f"  {mark} {display(o.nodes[0], line=True)}: {display(o.title, line=True)}")
             elif o.value is None:  # a split with no majority: its title names every variant and its nodes
-                lines.append(f"  {mark} {o.kind}: {o.title}")
+                lines.append(f"  {mark} {display(o.kind, line=True)}: {display(o.title, line=True)}")
             else:
-                lines.append(f"  {mark} {o.title}:")
-                lines += _wrap(o.nodes, "      ")
+                lines.append(f"  {mark} {display(o.title, line=True)}:")
+                lines += _wrap(tuple(display(n, line=True) for n in o.nodes), "      ")
         lines.append("")
     if fleet.errors:
         lines.append("Files that are not readable reports")
-        lines += [f"  {_paint(MARKS['fail'], 'fail', colour)} {e.file}: {e.reason}" for e in fleet.errors]
+        lines += [f"  {_paint(MARKS['fail'], 'fail', colour)} {display(e.file, line=True)}: "
+                  f"{display(e.reason, line=True)}" for e in fleet.errors]
         lines.append("")
     lines.append(summary_line(fleet))
     return "\n".join(lines) + "\n"
 
 
 def _md(text: Any) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    flat = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return display(flat.replace("<", "&lt;").replace(">", "&gt;").replace("`", "'"), line=True)
 
 
 def render_markdown(fleet: Fleet) -> str:
@@ -265,14 +277,14 @@ def render_markdown(fleet: Fleet) -> str:
         for n in fleet.nodes:
             cells = [_md(c) for c in row(n)]
             cells[1] = f"{MD_MARKS[n.status]} {cells[1]}"
-            cells[-1] = ", ".join(f"`{c}`" for c in dict.fromkeys(p.code for p in n.problems))
+            cells[-1] = ", ".join(f"`{_md(c)}`" for c in dict.fromkeys(p.code for p in n.problems))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     if fleet.groups:
         lines += ["### Problems (nodes grouped by the same findings)", ""]
         for g in fleet.groups:
             lines.append(f"- {MD_MARKS[g.severity]} **{len(g.nodes)} node(s)**: {_md(', '.join(g.nodes))}")
-            lines += [f"  - {MD_MARKS[p.severity]} {_md(p.title)} (`{p.code}`)" for p in g.problems]
+            lines += [f"  - {MD_MARKS[p.severity]} {_md(p.title)} (`{_md(p.code)}`)" for p in g.problems]
         lines.append("")
     if fleet.outliers:
         lines += ["### Outliers", ""]

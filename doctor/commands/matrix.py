@@ -78,13 +78,21 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     except queries.QueryError as exc:
         raise UsageError(str(exc)) from None
     answer["matrix"] = m.describe()
-    _print(answer, args.json, TEXT[args.what](answer))
+    answer["reviewed"] = m.oldest_review
+    answer["stale_warning"] = m.staleness()
+    lines = TEXT[args.what](answer)
+    lines.append(f"  data reviewed: {m.oldest_review or 'unknown'} (oldest file) to {m.reviewed or 'unknown'}")
+    if answer["stale_warning"]:
+        lines.append(f"  warning: {answer['stale_warning']}")
+    _print(answer, args.json, lines)
     return EXIT_OK
 
 
 def _driver_text(a: dict[str, Any]) -> list[str]:
     n = a["newest_native_cuda"]
-    lines = [f"Driver {a['driver']}  ({a['matrix']})"]
+    head = (f"Driver branch R{a['driver'].lstrip('Rr')} (its newest release)" if a.get("branch")
+            else f"Driver {a['driver']}")
+    lines = [f"{head}  ({a['matrix']})"]
     lines.append(f"  newest CUDA it runs natively: {n['version']} ({n['label']}, needs ≥ {n['min_driver']})"
                  if n else "  runs no CUDA release in the matrix natively")
     if a["native_cuda"]:
@@ -135,7 +143,10 @@ def _cuda_text(a: dict[str, Any]) -> list[str]:
     if a["sm_targets"]:
         lines.append("  GPU targets: " + " ".join("sm_" + s.replace(".", "") for s in a["sm_targets"]))
     if a["cudnn"]:
-        lines.append("  cuDNN releases supporting it: " + ", ".join(a["cudnn"]))
+        lines.append("  cuDNN releases supporting it (NVIDIA's support matrix): " + ", ".join(a["cudnn"]))
+    if a.get("cudnn_same_major_unverified_minor"):
+        lines.append(f"  cuDNN builds for CUDA {a['cuda'].split('.')[0]}.x (support for this minor not verified): "
+                     + ", ".join(a["cudnn_same_major_unverified_minor"]))
     if a["torch"]:
         lines.append("  PyTorch builds: " + ", ".join(t["version"] for t in a["torch"]))
     if a["tensorflow"]:

@@ -34,6 +34,7 @@ from doctor.facts import (
     PythonEnv,
     Toolkit,
 )
+from doctor.safeio import read_file
 
 # A RUN that hands over to a script: `./install.sh`, `bash setup.sh`, `curl … | sh`, `sh -c "$(curl …)"`
 OPAQUE = re.compile(r"(^|[;&|(]\s*|\s)(\./[\w.-]+|(ba|z)?sh\s+(-\w+\s+)*[\w./~-]+\.sh)\b|\|\s*(sudo\s+)?(ba)?sh\b|"
@@ -189,7 +190,7 @@ def read(path: str | Path, matrix: Any = None, build_args: dict[str, str] | None
             raise DockerfileError(f"{path}: not a file" if p.exists() else f"{path}: No such file")
         if p.stat().st_size > MAX_BYTES:
             raise DockerfileError(f"{path}: larger than {MAX_BYTES} bytes; not a Dockerfile")
-        raw = p.read_bytes()
+        raw = read_file(p, MAX_BYTES)[0]  # a regular file only, never blocking, never more than the cap
     except OSError as exc:
         raise DockerfileError(f"{path}: {exc.strerror or exc}") from None
     if b"\0" in raw:
@@ -347,7 +348,7 @@ def _context_file(name: str, st: Stage, context: Path | None, line: int) -> str 
         st.notes.append((line, f"{name}: not found in the build context; what it installs is unknown"))
         return None
     try:
-        return path.read_bytes()[:MAX_BYTES].decode("utf-8", errors="replace")
+        return read_file(path, MAX_BYTES)[0].decode("utf-8", errors="replace")
     except OSError:
         return None
 
@@ -371,7 +372,7 @@ def _project_dependencies(spec: str, context: Path | None, line: int, notes: lis
     except ImportError:  # pragma: no cover - Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
     try:
-        data = tomllib.loads((root / "pyproject.toml").read_bytes()[:MAX_BYTES].decode("utf-8", errors="replace"))
+        data = tomllib.loads(read_file(root / "pyproject.toml", MAX_BYTES)[0].decode("utf-8", errors="replace"))
     except (OSError, ValueError):
         return []
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
@@ -426,7 +427,7 @@ def _requirements(name: str, context: Path | None, line: int, notes: list[tuple[
         notes.append((line, f"-r {name}: not found next to the Dockerfile; what it installs is unknown"))
         return []
     try:
-        text = path.read_bytes()[:MAX_BYTES].decode("utf-8", errors="replace")
+        text = read_file(path, MAX_BYTES)[0].decode("utf-8", errors="replace")
     except OSError:
         return []
     out: list[str] = []

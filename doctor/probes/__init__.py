@@ -30,7 +30,10 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
                   for exe, origin in targets]
         native = native_f.result()
         # nvidia-smi only adds something when NVML gave no GPU list (it wraps the same library).
-        smi = driver.run_smi(host, rec) if not (native and native.get("gpus")) else None
+        # nvidia-smi adds the GPU list when NVML gave none, and the driver's CUDA version when libcuda could
+        # not be asked (an inspected image, a broken libcuda).
+        smi = (driver.run_smi(host, rec)
+               if not (native and native.get("gpus") and native.get("cuda_driver_version_int")) else None)
         host_info = host_f.result()
         envs = [f.result() for f in env_fs]
         toolkits = toolkits_f.result() + cuda.pip_toolkits(envs)
@@ -46,6 +49,8 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
     cudnns = cuda.probe_cudnn(host, rec, toolkits, loader, envs, cudnn_int if isinstance(cudnn_int, int) else None)
     if not targets:
         rec.error("python", "no Python interpreter found (no VIRTUAL_ENV, CONDA_PREFIX or python3 on PATH)")
+    for note in host.notes:  # files cut at their cap: what was past the cut is unknown, and says so
+        rec.error("read", note)
     return Facts(
         collected_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         host=host_info,

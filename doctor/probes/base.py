@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
@@ -10,6 +9,7 @@ from typing import Any
 
 from doctor.facts import ProbeError
 from doctor.host import Host
+from doctor.safeio import InputError, load_json
 
 
 @dataclass
@@ -48,8 +48,8 @@ def run_python_child(
     sections = []
     for chunk in result.stdout.split(MARKER.strip())[1:]:
         try:
-            data = json.loads(chunk)
-        except json.JSONDecodeError:
+            data = load_json(chunk)  # the child runs in someone's environment: its answer is untrusted input
+        except InputError:
             continue
         if isinstance(data, dict):
             sections.append(data.pop("section", None))

@@ -69,6 +69,9 @@ def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loade
     elif native.get("cuda_error"):
         rec.error("libcuda", native["cuda_error"])
 
+    smi_cuda = _smi_cuda_version(smi)
+    if smi_cuda:
+        rec.source("driver.smi_cuda_version", "cmd:nvidia-smi -q -x (<cuda_version>)")
     running = kernel
     next_boot = _next_boot_kernel(host)
     return DriverInfo(
@@ -76,6 +79,7 @@ def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loade
         module_loaded=module_loaded,
         userspace=_userspace(native, loader, smi, rec),
         cuda_driver_api=parsers.cuda_version_from_int(cuda_int) if isinstance(cuda_int, int) else None,
+        smi_cuda_version=smi_cuda,
         cuda_init_error=cuinit,
         nvml_error=native.get("nvml_error"),
         module_flavor=flavor,
@@ -89,6 +93,12 @@ def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loade
         device_nodes=host.glob("/dev/nvidia*"),
         xid_events=_xids(host, rec),
     )
+
+
+def _smi_cuda_version(smi: dict[str, Any] | None) -> str | None:
+    """nvidia-smi's CUDA version, only when it reads as one ("N/A", "Not Found" are unknown)."""
+    value = (smi or {}).get("cuda_version")
+    return value if isinstance(value, str) and re.fullmatch(r"\d{1,3}\.\d{1,3}", value) else None
 
 
 def _userspace(native: dict[str, Any], loader: LoaderInfo, smi: dict[str, Any] | None, rec: Recorder) -> str | None:
@@ -142,7 +152,8 @@ def _module_installed(host: Host, kernel: str | None) -> bool | None:
 
 
 def kernel_sort_key(version: str) -> tuple[Any, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-+~_]", version))
+    # isdecimal() and ASCII: "²".isdigit() is True, but int("²") raises
+    return tuple(int(p) if p.isascii() and p.isdecimal() else p for p in re.split(r"[.\-+~_]", version))
 
 
 def _next_boot_kernel(host: Host) -> str | None:
@@ -157,12 +168,40 @@ def _next_boot_kernel(host: Host) -> str | None:
         return max(kernels)
 
 
+DPKG_STATUS_CAP = 512 * 1024 * 1024  # streamed; a desktop with 5,000 packages has ~10 MB
+
+
+def _dpkg_driver_stanzas(host: Host) -> str | None:
+    """The stanzas of dpkg's status file that may be driver packages, streamed: the file is often larger
+    than one read's cap, and a package past a cut must not silently vanish. None when unreadable."""
+    kept: list[str] = []
+    stanza: list[str] = []
+    try:
+        for line in host.iter_lines("/var/lib/dpkg/status", DPKG_STATUS_CAP):
+            if line.strip():
+                stanza.append(line)
+                continue
+            if _driver_stanza(stanza):
+                kept.append("".join(stanza))
+            stanza = []
+    except (OSError, ValueError):
+        return None
+    if _driver_stanza(stanza):
+        kept.append("".join(stanza))
+    return "\n".join(kept)
+
+
+def _driver_stanza(lines: list[str]) -> bool:
+    name = next((x[8:].strip() for x in lines if x[:8].lower() == "package:"), None)
+    return bool(name and DRIVER_PACKAGE.match(name))
+
+
 def _packages(host: Host, rec: Recorder) -> list[Package]:
     return [*_managed_packages(host, rec), *_run_installer(host, rec)]
 
 
 def _managed_packages(host: Host, rec: Recorder) -> list[Package]:
-    status = host.try_read("/var/lib/dpkg/status")
+    status = _dpkg_driver_stanzas(host)
     if status is not None:
         rec.source("driver.packages", "file:/var/lib/dpkg/status")
         return [Package(n, v, "dpkg") for n, v in parsers.parse_dpkg_status(status) if DRIVER_PACKAGE.match(n)]

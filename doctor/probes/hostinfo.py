@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import re
@@ -11,6 +10,7 @@ from doctor import parsers
 from doctor.facts import ContainerToolkit, HostInfo
 from doctor.host import Host
 from doctor.probes.base import Recorder
+from doctor.safeio import InputError, load_json
 
 
 def probe_host(host: Host, rec: Recorder) -> HostInfo:
@@ -202,11 +202,11 @@ def _runtime_configured(host: Host, engines: list[str]) -> bool | None:
         if text is None:
             answers.append(False)
         else:
-            try:
-                cfg = json.loads(text)
+            try:  # load_json: a hostile file under --root (deep nesting, 5,000-digit numbers) is just unreadable
+                cfg = load_json(text)
                 runtimes = cfg.get("runtimes", {}) if isinstance(cfg, dict) else {}
                 answers.append("nvidia" in runtimes or bool(cfg.get("features", {}).get("cdi")))
-            except (json.JSONDecodeError, AttributeError):
+            except (InputError, AttributeError, TypeError):
                 answers.append(False)
     if "containerd" in engines:
         text = host.try_read("/etc/containerd/config.toml")

@@ -109,10 +109,40 @@ def probe_env(host: Host, rec: Recorder, exe: str, origin: str, deep: bool, deep
     if raw is None:
         reason = rec.errors[-1].reason if rec.errors else "no answer"
         return PythonEnv(executable=exe, origin=origin, error=reason)
-    packages = packages_from_raw(raw.get("packages") or [])
+    packages = packages_from_raw(_package_records(raw.get("packages")))
     if deep:
         packages = [_deepen(host, rec, exe, p, deep_timeout) for p in packages]
-    return PythonEnv(executable=exe, version=raw.get("version"), origin=origin, packages=packages)
+    return PythonEnv(executable=exe, version=_str(raw.get("version")), origin=origin, packages=packages)
+
+
+# The child's reply is JSON from someone's interpreter (a sitecustomize, a patched importlib.metadata, a
+# hostile environment): every value is checked for the type the facts need, anything else reads as unknown.
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _strs(value: Any) -> list[str] | None:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else None
+
+
+def _package_records(value: Any) -> list[dict[str, Any]]:
+    """The package records of a reply: dicts with a string name; their ``files`` a dict of strings."""
+    out = []
+    for p in value if isinstance(value, list) else []:
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+            continue
+        files = p.get("files")
+        files = {k: v for k, v in files.items() if isinstance(v, str)} if isinstance(files, dict) else {}
+        out.append({**p, "version": _str(p.get("version")), "files": files})
+    return out
 
 
 def _deepen(host: Host, rec: Recorder, exe: str, pkg: PyPackage, timeout: float) -> PyPackage:
@@ -123,19 +153,22 @@ def _deepen(host: Host, rec: Recorder, exe: str, pkg: PyPackage, timeout: float)
         reason = rec.errors[-1].reason if rec.errors else "no answer"
         return replace(pkg, deep=DeepResult(error=reason))
     result = DeepResult(
-        is_available=raw.get("is_available"),
-        device_count=raw.get("device_count"),
-        error=raw.get("error"),
+        is_available=_bool(raw.get("is_available")),
+        device_count=_int(raw.get("device_count")),
+        error=_str(raw.get("error")),
         cuda=_s(raw.get("cuda")),
         cudnn=_s(raw.get("cudnn")),
-        arch_list=raw.get("arch_list"),
+        arch_list=_strs(raw.get("arch_list")),
     )
-    return replace(pkg, deep=result, arch_list=raw.get("arch_list") or pkg.arch_list,
-                   loaded_libraries=raw.get("loaded_libraries"))
+    return replace(pkg, deep=result, arch_list=_strs(raw.get("arch_list")) or pkg.arch_list,
+                   loaded_libraries=_strs(raw.get("loaded_libraries")))
 
 
 def _s(value: Any) -> str | None:
-    return None if value is None else str(value)
+    """A version the child may report as a number (torch.backends.cudnn.version() is an int)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    return str(value)
 
 
 def packages_from_raw(raw: list[dict[str, Any]]) -> list[PyPackage]:

@@ -19,8 +19,20 @@ from types import ModuleType
 
 from doctor.fixplan import Action, FixPlan, Manual, PlanStep, Reboot
 
-q = shlex.quote
 _CTRL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def q(value: object) -> str:
+    """A shell word for ``value``: ``shlex.quote``, or bash's ``$'…'`` when it holds a control character, so a
+    newline in a path stays a newline (never a line the script's indentation could change) and is visible."""
+    text = str(value)
+    if not _CTRL.search(text):
+        return shlex.quote(text)
+    return "$'" + re.sub(r"[\\'\x00-\x1f\x7f]", lambda m: _ANSI_C.get(m.group(0)) or f"\\x{ord(m.group(0)):02x}",
+                         text) + "'"
+
+
+_ANSI_C = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 def comment(text: str) -> str:

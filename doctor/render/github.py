@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.safeio import display, small_int
+
 LEVEL = {"fail": "error", "warn": "warning", "info": "notice"}
 
 
 def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # display(): an ESC or C1 from the facts must not colour or rewrite the CI log either
+    return display(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _prop(text: str) -> str:
@@ -22,7 +25,7 @@ def location(finding: Any) -> tuple[str, int] | None:
     for e in finding.evidence:
         if e.fact == "dockerfile" and isinstance(e.value, str) and ":" in e.value:
             path, _, line = e.value.rpartition(":")
-            if line.isdigit():
+            if small_int(line) is not None:
                 return path, int(line)
     return None
 

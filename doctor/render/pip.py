@@ -116,9 +116,9 @@ def requirements(plan: FixPlan) -> str:
         if isinstance(a, ReinstallTorch):
             extra.append(f"--extra-index-url {a.index_url}")
             lines.append(f"torch=={a.version}+cu{a.cuda.replace('.', '')}  # replaces {comment(a.installed or '?')} "
-                         f"in {comment(a.python)}; uninstall a CPU-only build first")
+                         f"in {comment(q(a.python))}; uninstall a CPU-only build first")
         elif isinstance(a, PipInstall) and all(safe_requirement(r) for r in a.requirements):
-            lines += [f"{r}  # for {comment(a.python)}" for r in a.requirements]
+            lines += [f"{r}  # for {comment(q(a.python))}" for r in a.requirements]
     return "\n".join([*lines[:2], *dict.fromkeys(extra), *lines[2:]]) + "\n"
 
 

@@ -9,6 +9,7 @@ from typing import TextIO
 from doctor.engine import Report
 from doctor.facts import Facts
 from doctor.findings import AREAS, Finding
+from doctor.safeio import display
 
 MARKS = {"ok": "✓", "info": "·", "warn": "!", "fail": "✗"}
 COLOURS = {"ok": "32", "info": "2", "warn": "33", "fail": "31"}
@@ -33,7 +34,8 @@ def header(report: Report) -> str:
     drv = f"driver: module {module}, user space {d.userspace or ('none' if 'driver' in f.sources else 'unknown')}"
     if report.mode == "static":
         drv = f"image check (--static): host driver {d.kernel_module or 'not given (--host-driver)'}"
-    cuda = f"CUDA driver API {d.cuda_driver_api}" if d.cuda_driver_api else "CUDA driver API unknown"
+    cuda = (f"CUDA driver API {d.cuda_driver_api}" if d.cuda_driver_api else
+            f"CUDA driver API {d.smi_cuda_version} (nvidia-smi)" if d.smi_cuda_version else "CUDA driver API unknown")
     gpus = [g for g in f.gpus if g.source != "pci"]
     gpu = f"{len(gpus)} GPU(s) visible" if gpus else (
         f"{f.host.pci_nvidia_gpus} NVIDIA GPU(s) on PCI" if f.host.pci_nvidia_gpus else "no GPU visible")
@@ -41,7 +43,7 @@ def header(report: Report) -> str:
     lines = [f"gpu-doctor — {host or 'unknown host'}", f"{drv}; {cuda}; {gpu}{matrix}"]
     if report.mode != "static" or f.python_envs:
         lines.append(python_line(f))
-    return "\n".join(lines)
+    return display("\n".join(lines))
 
 
 WHY_THIS_PYTHON = {"--python": "given with --python", "VIRTUAL_ENV": "$VIRTUAL_ENV", "CONDA_PREFIX": "$CONDA_PREFIX",
@@ -58,12 +60,14 @@ def python_line(facts: Facts) -> str:
 
 
 def render(report: Report, verbose: bool = False, colour: bool | None = None, stream: TextIO | None = None) -> str:
+    """The report for a terminal. Every value from the facts passes :func:`display`: a GPU name or a path
+    holding ESC, C1 or NUL characters is shown escaped, never sent to the terminal."""
     colour = use_colour(stream or sys.stdout) if colour is None else colour
     lines = [header(report), ""]
     areas = [a for a in AREAS if any(x.area == a for x in report.findings)]
     areas += sorted({x.area for x in report.findings} - set(areas))
     for area in areas:
-        lines.append(area)
+        lines.append(display(area, line=True))
         for fnd in (x for x in report.findings if x.area == area):
             lines += _finding_lines(fnd, verbose, colour)
         lines.append("")
@@ -72,14 +76,14 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
         quiet = [c for c in report.checks if c.status in ("skipped", "not_applicable")]
         if quiet:
             lines.append("Not checked")
-            lines += [f"  - {c.id}: {c.reason}" for c in quiet]
+            lines += [display(f"  - {c.id}: {c.reason}", line=True) for c in quiet]
             lines.append("")
         if report.facts.errors:
             from doctor.engine import collected_by_probes
 
             lines.append("What the probes could not learn" if collected_by_probes(report.facts)
                          else "What the report does not say")
-            lines += [f"  - {e.probe}: {e.reason}" for e in report.facts.errors]
+            lines += [display(f"  - {e.probe}: {e.reason}", line=True) for e in report.facts.errors]
             lines.append("")
     lines.append(summary(report))
     return "\n".join(lines) + "\n"
@@ -117,24 +121,30 @@ def environment_lines(facts: Facts) -> list[str]:
                     libs = pkg.loaded_libraries
                     out.append(f"      --deep: CUDA libraries mapped: {', '.join(libs) if libs else 'none'}")
     out.append("")
-    return out
+    return [display(line, line=True) for line in out]  # paths, versions and import errors are data
 
 
 def _finding_lines(f: Finding, verbose: bool, colour: bool) -> list[str]:
-    out = [f"  {_paint(MARKS[f.severity], f.severity, colour)} {f.title}"]
+    out = [f"  {_paint(MARKS[f.severity], f.severity, colour)} {display(f.title, line=True)}"]
     problem = f.severity in ("fail", "warn")
     if problem or verbose:
-        if f.detail and (problem or verbose):
-            out += [f"      {line}" for line in f.detail.splitlines()]
+        if f.detail:
+            out += [display(f"      {line}", line=True) for line in _lines(f.detail)]
         if f.fix:
-            out += [f"      fix: {line}" if i == 0 else f"           {line}"
-                    for i, line in enumerate(f.fix.summary.splitlines())]
-            out += [f"        $ {s.shell()}" + (f"   # {s.note}" if s.note else "") for s in f.fix.steps]
+            out += [display(f"      fix: {line}" if i == 0 else f"           {line}", line=True)
+                    for i, line in enumerate(_lines(f.fix.summary))]
+            # a command keeps its own newlines (a file's content in printf): escaped, it would copy differently
+            out += [display(f"        $ {s.shell()}" + (f"   # {s.note}" if s.note else "")) for s in f.fix.steps]
     if verbose:
-        out += [f"      evidence: {e.line()}" for e in f.evidence]
+        out += [display(f"      evidence: {e.line()}", line=True) for e in f.evidence]
         # A passing line names the check that passed, not the code it would fail with.
-        out.append(f"      code: {f.code}" if problem else f"      check: {f.check or f.code}")
+        out.append(display(f"      code: {f.code}" if problem else f"      check: {f.check or f.code}", line=True))
     return out
+
+
+def _lines(text: str) -> list[str]:
+    # split on "\n" only: str.splitlines() also splits on \x1c-\x1e, \x85 and U+2028, which display() escapes
+    return text.split("\n")
 
 
 def summary(report: Report) -> str:

@@ -17,6 +17,7 @@ from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.theme import Theme
 from textual.widgets import DataTable, Footer, Log, TabbedContent, TabPane, Tabs, Tree
@@ -25,6 +26,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from doctor.engine import Report, diagnose
 from doctor.facts import Facts
 from doctor.findings import Finding
+from doctor.safeio import visible
 from doctor.tui import active, fixes, model, screens
 from doctor.tui.live import GpuSample
 from doctor.tui.model import Source
@@ -108,6 +110,13 @@ class DoctorApp(App[None]):
 
     # --- layout -------------------------------------------------------------------------------
 
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every notification is plain text: messages quote data (an error, a path, a test result), which must
+        never be read as markup, nor reach the terminal with its control characters."""
+        super().notify(visible(message, line=True), title=visible(title, line=True), severity=severity,
+                       timeout=timeout, markup=False)
     def compose(self) -> ComposeResult:
         yield SummaryBar(id="summary")
         with TabbedContent(id="tabs", initial="diagnosis"):

@@ -15,6 +15,7 @@ from textual.widgets.option_list import Option
 
 from doctor.engine import Report
 from doctor.findings import Finding
+from doctor.safeio import visible
 from doctor.tui import fixes, model
 
 
@@ -80,14 +81,14 @@ class FixScreen(Screen[None]):
 
     def _render_script(self) -> None:
         about = next((f.about for f in self.formats if f.id == self.format), "")
-        self.query_one("#fix-about", Static).update(Text(about, style="dim italic"))
+        self.query_one("#fix-about", Static).update(Text(visible(about), style="dim italic"))
         script = self.script
         body = self.query_one("#fix-script", Static)
         if self.error:
-            body.update(Text(self.error, style="bold red"))
-        else:
+            body.update(Text(visible(self.error), style="bold red"))
+        else:  # shown with control characters as stand-ins; copied and saved exactly
             shown, _folded = model.fold_script(script)  # the steps in sight, not 100 lines of helpers
-            body.update(Syntax(shown, "bash", theme="ansi_dark", word_wrap=True))
+            body.update(Syntax(visible(shown), "bash", theme="ansi_dark", word_wrap=True))
         self.query_one("#fix-body", VerticalScroll).scroll_home(animate=False)
 
     def action_copy(self) -> None:
@@ -194,7 +195,7 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
-            yield Static(self.question)
+            yield Static(Text(visible(self.question)))  # a Text: the question may quote data, never markup
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"{self.yes} (y)", variant="warning", id="yes", compact=True)
                 yield Button("Cancel (n)", id="no", compact=True)
@@ -260,7 +261,7 @@ class SnapshotPicker(ModalScreen[int | None]):
 def write_text(path: str, text: str, executable: bool = False) -> Path:
     """Write an export or a script; raises OSError with the reason."""
     target = Path(path).expanduser()
-    target.write_text(text, encoding="utf-8")
+    target.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate from data
     if executable:
         target.chmod(0o755)
     return target.resolve()

@@ -15,6 +15,7 @@ from textual.widgets.tree import TreeNode
 from doctor.engine import CheckResult, Report
 from doctor.facts import Facts, Gpu
 from doctor.findings import Finding
+from doctor.safeio import visible
 from doctor.tui import active, model
 from doctor.tui.model import MARKS, AreaView, Source
 
@@ -24,6 +25,19 @@ SEVERITY_STYLE = {"fail": "bold red", "warn": "bold yellow", "info": "dim", "ok"
 
 def mark(severity: str) -> Text:
     return Text(MARKS[severity], style=SEVERITY_STYLE[severity])
+
+
+def safe(text: Text) -> Text:
+    """A Text built from facts, made safe to show: control characters (ESC, C1, NUL …) become visible stand-ins,
+    one for one, so the styles stay put. Data only ever reaches the screen inside a Text, never as a markup
+    string: a GPU named "[@click=app.quit]" is shown, not obeyed."""
+    text.plain = visible(text.plain)
+    return text
+
+
+def cell(value: object) -> Text:
+    """A table cell from data: a Text (a str cell would be parsed as markup by DataTable)."""
+    return value if isinstance(value, Text) else Text(visible(str(value), line=True))
 
 
 # --- summary bar ----------------------------------------------------------------------------------
@@ -49,7 +63,7 @@ class SummaryBar(Static):
             text.append(f"\n{source.description}", style="italic")
         if report is not None:
             text.append("\n" + model.host_line(report), style="dim")
-        self.update(text)
+        self.update(safe(text))
 
 
 # --- findings tree --------------------------------------------------------------------------------
@@ -87,14 +101,14 @@ class FindingsTree(Tree[Node]):
         self.clear()
         for area in model.areas(report):
             label = Text.assemble(mark(area.status), f" {area.name} ", (area.counts_text(), "dim"))
-            node = self.root.add(label, Node("area", area=area), expand=area.status in ("fail", "warn"))
+            node = self.root.add(safe(label), Node("area", area=area), expand=area.status in ("fail", "warn"))
             for f in area.problems:
-                node.add_leaf(Text.assemble(mark(f.severity), f" {model.tree_title(f.title)}"),
+                node.add_leaf(safe(Text.assemble(mark(f.severity), f" {model.tree_title(f.title)}")),
                               Node("finding", area=area, finding=f))
             if area.passed:
                 passed = node.add(Text.assemble(mark("ok"), f" {len(area.passed)} passed"), Node("passed", area=area))
                 for f in area.passed:
-                    passed.add_leaf(Text.assemble(mark(f.severity), f" {model.tree_title(f.title)}"),
+                    passed.add_leaf(safe(Text.assemble(mark(f.severity), f" {model.tree_title(f.title)}")),
                                     Node("finding", area=area, finding=f))
             if area.not_checked:
                 node.add_leaf(Text(f"· {len(area.not_checked)} not checked", style="dim"),
@@ -117,7 +131,7 @@ class FindingsTree(Tree[Node]):
             res = results.get(test.id)
             sev = {"error": "fail"}.get(res.status, res.status) if res else "none"
             label = f" {test.title}" + (f": {active.result_line(test, res)}" if res else "")
-            node.add_leaf(Text.assemble(mark(sev), label), Node("active_test", test=test))
+            node.add_leaf(safe(Text.assemble(mark(sev), label)), Node("active_test", test=test))
         if results:
             node.expand()
 
@@ -153,17 +167,17 @@ class FindingDetail(VerticalScroll):
         if report is None:
             body.update(Text("Waiting for the diagnosis…", style="dim"))
         elif node is None:
-            body.update(Text(model.status_line(report)))
+            body.update(safe(Text(model.status_line(report))))
         elif node.kind == "finding" and node.finding:
-            body.update(finding_text(node.finding))
+            body.update(safe(finding_text(node.finding)))
         elif node.kind == "area" and node.area:
-            body.update(area_text(node.area, report))
+            body.update(safe(area_text(node.area, report)))
         elif node.kind == "passed" and node.area:
-            body.update(list_text(f"{node.area.name}: passed", node.area.passed))
+            body.update(safe(list_text(f"{node.area.name}: passed", node.area.passed)))
         elif node.kind == "not_checked" and node.area:
-            body.update(not_checked_text(node.area.name, node.area.not_checked))
+            body.update(safe(not_checked_text(node.area.name, node.area.not_checked)))
         elif node.kind in ("active_area", "active_test"):
-            body.update(active_text(node.test, results, unavailable))
+            body.update(safe(active_text(node.test, results, unavailable)))
         self.scroll_home(animate=False)
 
 
@@ -309,11 +323,11 @@ class GpuView(Vertical):
         if table.row_count == len(rows):
             for i, row in enumerate(rows):
                 for col, value in zip(model.GPU_COLUMNS, row, strict=True):
-                    table.update_cell(str(i), col, value)
+                    table.update_cell(str(i), col, cell(value))
         else:
             table.clear()
             for i, row in enumerate(rows):
-                table.add_row(*row, key=str(i))
+                table.add_row(*(cell(v) for v in row), key=str(i))
 
     def show_none(self, reason: list[str]) -> None:
         self.query_one(DataTable).display = False
@@ -322,11 +336,11 @@ class GpuView(Vertical):
         text = Text(reason[0], style="bold")
         for line in reason[1:]:
             text.append("\n" + line)
-        body.update(text)
+        body.update(safe(text))
         self._status("no GPU table")
 
     def _status(self, line: str) -> None:
-        self.query_one("#gpu-status", Static).update(Text(line, style="dim"))
+        self.query_one("#gpu-status", Static).update(safe(Text(line, style="dim")))
 
 
 # --- active tests ---------------------------------------------------------------------------------
@@ -384,7 +398,7 @@ class ActivePanel(Vertical):
                 where = f"GPU {ev.gpu}: " if ev.gpu is not None else ""
                 self.query_one("#active-step", Static).update(Text(f"{test.title}: {where}{ev.step}", style="bold"))
         elif isinstance(ev, active.Log):
-            self.query_one(Log).write_line(ev.line)
+            self.query_one(Log).write_line(visible(ev.line, line=True))
         elif isinstance(ev, active.Outcome):
             self.query_one(ProgressBar).update(total=100, progress=100)
             self.query_one("#active-step", Static).update(

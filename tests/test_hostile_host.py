@@ -1,0 +1,160 @@
+"""The attack harness, host side: fault sysroots and fake binaries under ``--root``.
+
+A FIFO or a device where a file belongs, a file larger than its cap, a command that prints forever, every
+command hanging: the collection ends, quickly, with each problem as an error entry of the snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sysroot import Cmd, Link, build
+
+from doctor.host import OUTPUT_CAP, Host
+from doctor.probes import collect
+
+FAULT_PATHS = ["/proc/driver/nvidia/version", "/proc/modules", "/var/lib/dpkg/status",
+               "/usr/local/cuda/version.json", "/etc/os-release", "/sys/module/nvidia/version",
+               "/proc/sys/kernel/osrelease", "/var/log/kern.log", "/usr/local/cuda/include/cudnn_version.h"]
+COUNTS: dict[str, int] = {}
+
+
+@pytest.fixture(autouse=True)
+def no_hang() -> Iterator[None]:
+    def hung(signum: int, frame: Any) -> None:
+        raise AssertionError("hang: the probe did not return within 20 s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def host(root: Path, timeout: float = 2.0, budget: float | None = None) -> Host:
+    return Host(root=root, env={"PATH": "/usr/bin:/bin"}, timeout=timeout, budget=budget)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "urandom", "zero"])
+def test_special_files_under_root_never_block(tmp_path: Path, kind: str) -> None:
+    files: dict[str, Any] = {"/usr/local/cuda/bin/.keep": ""}
+    for logical in FAULT_PATHS:
+        if kind != "fifo":
+            files[logical] = Link("/dev/urandom" if kind == "urandom" else "/dev/zero")
+    build(tmp_path, files)
+    if kind == "fifo":
+        for logical in FAULT_PATHS:
+            real = tmp_path / logical.lstrip("/")
+            real.parent.mkdir(parents=True, exist_ok=True)
+            os.mkfifo(real)
+    start = time.monotonic()
+    facts = collect(host(tmp_path))
+    COUNTS["fault sysroots"] = COUNTS.get("fault sysroots", 0) + len(FAULT_PATHS)
+    assert time.monotonic() - start < 10
+    assert facts.driver.kernel_module is None and facts.driver.packages == []
+    assert [t for t in facts.toolkits if t.root == "/usr/local/cuda" and t.version] == []
+
+
+def test_a_dpkg_status_over_4_mb_keeps_the_driver_packages_past_the_cut(tmp_path: Path) -> None:
+    filler = "".join(f"Package: filler{i}\nStatus: install ok installed\nVersion: 1.0-{i}\nDescription: "
+                     f"{'x' * 200}\n\n" for i in range(25_000))
+    assert len(filler) > 5 * 1024 * 1024
+    tail = "Package: nvidia-driver-550\nStatus: install ok installed\nVersion: 550.127.05-0ubuntu1\n\n"
+    build(tmp_path, {"/var/lib/dpkg/status": filler + tail})
+    facts = collect(host(tmp_path))
+    assert [(p.name, p.version) for p in facts.driver.packages] == [("nvidia-driver-550", "550.127.05-0ubuntu1")]
+    assert not [e for e in facts.errors if "dpkg" in e.reason and "truncated" in e.reason]
+
+
+def test_a_file_over_its_cap_is_an_error_entry(tmp_path: Path) -> None:
+    build(tmp_path, {"/var/log/kern.log": "kernel: hello\n" * 400_000})  # 5.6 MB > 4 MB
+    facts = collect(host(tmp_path))
+    assert any(e.reason == "/var/log/kern.log: output truncated at 4 MB (the rest was not read)"
+               for e in facts.errors), facts.errors
+
+
+def endless(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexec yes 'GPU 0: NVIDIA H100 (UUID: GPU-x)'\n")
+    path.chmod(0o755)
+
+
+def hanging(path: Path, pids: Path) -> None:
+    """A command whose grandchild holds its pipes open and which never exits (the worst case for a runner)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\nsleep 1000 &\necho $! >> {pids}\necho $$ >> {pids}\nwait\n")
+    path.chmod(0o755)
+
+
+def test_a_command_that_prints_forever_is_cut_at_the_cap(tmp_path: Path) -> None:
+    endless(tmp_path / "usr/bin/nvidia-smi")
+    start = time.monotonic()
+    facts = collect(host(tmp_path, timeout=10))
+    assert time.monotonic() - start < 8
+    COUNTS["fake binaries"] = COUNTS.get("fake binaries", 0) + 1
+    assert any(f"output truncated at {OUTPUT_CAP // (1024 * 1024)} MB" in e.reason for e in facts.errors), facts.errors
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_every_command_hanging_ends_at_the_overall_deadline_and_leaves_nothing(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    for cmd in ("nvidia-smi", "dmesg", "rpm", "mokutil", "gcc", "ldconfig", "nvcc", "python3", "ldd", "uname",
+                "lsmod", "dkms", "docker", "nvidia-container-cli"):
+        hanging(tmp_path / "usr/bin" / cmd, pids)
+    (tmp_path / "sys/firmware/efi").mkdir(parents=True)
+    start = time.monotonic()
+    facts = collect(host(tmp_path, timeout=1.0, budget=2.5))
+    took = time.monotonic() - start
+    COUNTS["fake binaries"] = COUNTS.get("fake binaries", 0) + 14
+    assert took < 4.5, f"the overall deadline did not hold: {took:.1f}s"
+    assert any("timed out" in e.reason or "overall deadline" in e.reason for e in facts.errors)
+    time.sleep(0.1)
+    started = [int(x) for x in pids.read_text().split()] if pids.exists() else []
+    assert started and not [p for p in started if alive(p)], "a hung command's process group outlived it"
+
+
+def test_the_overall_deadline_refuses_new_commands(tmp_path: Path) -> None:
+    build(tmp_path, {"/usr/bin/true-ish": Cmd("ok\n")})
+    h = Host(root=tmp_path, env={"PATH": "/usr/bin"}, timeout=5, budget=0.0)
+    result = h.run(["true-ish"])
+    assert result.returncode is None and result.error == "not run: the overall deadline (0s) had passed"
+
+
+HOSTILE_CONTENTS = {
+    "deep nesting": b"[" * 100_000,
+    "long digits": b'{"cuda": {"version": "' + b"9" * 5000 + b'"}, "runtimes": ' + b"9" * 5000 + b"}\n",
+    "binary": bytes(range(256)) * 64,
+    "control and markup": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.\x1b[2J²³ [/bold]\n"
+                          "Package: nvidia-driver-535\nStatus: install ok installed\nVersion: \ud800\n".encode(
+                              "utf-8", "surrogatepass"),
+}
+
+
+@pytest.mark.parametrize("content", list(HOSTILE_CONTENTS), ids=list(HOSTILE_CONTENTS))
+def test_hostile_file_contents_under_root_are_facts_or_errors(tmp_path: Path, content: str) -> None:
+    files: dict[str, Any] = {p: HOSTILE_CONTENTS[content] for p in FAULT_PATHS}
+    files["/etc/docker/daemon.json"] = HOSTILE_CONTENTS[content]
+    files["/usr/bin/docker"] = Cmd("")
+    build(tmp_path, files)
+    COUNTS["fault sysroots"] = COUNTS.get("fault sysroots", 0) + len(files)
+    facts = collect(host(tmp_path))
+    assert facts.host.container_toolkit is None or facts.host.container_toolkit.runtime_configured is not True
+    from doctor.engine import diagnose
+    from doctor.render.text import render
+
+    assert "\x1b" not in render(diagnose(facts), verbose=True, colour=False)
