@@ -338,7 +338,8 @@ class _Planner:
             return
         flavor = next((i.flavor for i in needs if i.flavor), None) or _flavor(facts, arch)
         floor = max([branch(i.minimum) or 0 for i in needs if i.minimum] +
-                    [branch((arch or {}).get("first_driver")) or 0], default=0)
+                    [branch(m.first_driver(arch, _cc(g, m))) or 0 for g in facts.gpus
+                     for arch in [m.gpu_for_facts(g.name, g.compute_capability)[1]]], default=0)
         floor = min(floor, target) if floor else target
         self.targets["driver_branch"] = target
         self.targets["driver_flavor"] = flavor
@@ -372,7 +373,7 @@ class _Planner:
                                                       cuda=cuda, who=f"{who} (CUDA {major_minor(cuda)})"))
         for g in facts.gpus:
             _row, arch = m.gpu_for_facts(g.name, g.compute_capability)
-            first = (arch or {}).get("first_driver")
+            first = m.first_driver(arch, _cc(g, m))
             if first and (installed is None or vtuple(installed) < vtuple(first)):
                 out.append(it.InstallDriverBranch(minimum=first, recommended=first, who=f"{arch['name']} GPUs",  # type: ignore[index]
                                                   gpu=g.name))
@@ -587,7 +588,7 @@ class _Planner:
         full = drv if "." in drv else f"{drv}.999.99"
         for g in self.facts.gpus:
             _row, arch = self.m.gpu_for_facts(g.name, g.compute_capability)
-            first, last = (arch or {}).get("first_driver"), (arch or {}).get("last_driver_branch")
+            first, last = self.m.first_driver(arch, _cc(g, self.m)), (arch or {}).get("last_driver_branch")
             if first and vtuple(full) < vtuple(first):
                 return f"{g.name} ({arch['name']}) needs driver ≥ {first}: upgrade the driver — no framework " \
                        "build can help"  # type: ignore[index]

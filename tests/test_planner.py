@@ -249,8 +249,9 @@ def test_every_recommendation_meets_every_constraint(gpu: dict, driver: str, pyt
     # the GPU is driven by this driver at all
     arch = _arch(gpu)
     d = vtuple(driver)
-    if arch.get("first_driver"):
-        assert d >= vtuple(arch["first_driver"])
+    first = (arch.get("first_driver_by_cc") or {}).get(gpu["compute_capability"]) or arch.get("first_driver")
+    if first:
+        assert d >= vtuple(first)
     if arch.get("last_driver_branch"):
         assert d[0] <= int(arch["last_driver_branch"])
     # the driver runs the build's CUDA: natively, by minor-version compatibility, or with a compat package on a
@@ -273,8 +274,9 @@ def _meets(gpu: dict, driver: str, python: str, version: str, cuda: str, rule_co
     assert any(s[:1] == cc[:1] and s <= cc for s in sass) or (var.get("ptx") and vtuple(var["ptx"]) <= cc)
     d = vtuple(driver)
     arch = _arch(gpu)
-    if arch.get("first_driver"):
-        assert d >= vtuple(arch["first_driver"])[: len(d)]
+    first = (arch.get("first_driver_by_cc") or {}).get(gpu["compute_capability"]) or arch.get("first_driver")
+    if first:
+        assert d >= vtuple(first)[: len(d)]
     if rule_compat:
         fc = next(r for r in CUDA["forward_compat"] if r["package"] == rule_compat)
         assert str(d[0]) in fc["driver_branches"] and gpu.get("segment") in CUDA["forward_compat_policy"]["segments"]
