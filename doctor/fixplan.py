@@ -317,6 +317,7 @@ class _Planner:
                    + (f" ({i.recommended} for full support)" if i.minimum and i.recommended
                       and i.recommended != i.minimum else "")
                    for i in needs if i.recommended or i.minimum]
+        reasons = list(dict.fromkeys(reasons))  # a need stated by a check and implied by the facts is said once
         if opts.target_driver:
             target: int | None = int(vtuple(opts.target_driver)[0])
             reasons = [f"--target-driver {opts.target_driver}"]
@@ -375,7 +376,7 @@ class _Planner:
             _row, arch = m.gpu_for_facts(g.name, g.compute_capability)
             first = m.first_driver(arch, _cc(g, m))
             if first and (installed is None or vtuple(installed) < vtuple(first)):
-                out.append(it.InstallDriverBranch(minimum=first, recommended=first, who=f"{arch['name']} GPUs",  # type: ignore[index]
+                out.append(it.InstallDriverBranch(minimum=first, recommended=first, who=f"a {arch['name']} GPU",  # type: ignore[index]
                                                   gpu=g.name))
         return out
 

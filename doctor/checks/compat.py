@@ -197,7 +197,7 @@ def too_old_for_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
                           f"Drivers older than {first} do not know this {arch['name']} GPU: the GPU is "
                           "not initialised or CUDA reports no device.", evidence,
                           fix=f"Install driver ≥ {first} (`gpu-doctor fix` writes the commands).",
-                          intents=[InstallDriverBranch(minimum=first, recommended=first, who=f"{arch['name']} GPUs",
+                          intents=[InstallDriverBranch(minimum=first, recommended=first, who=f"a {arch['name']} GPU",
                                                        gpu=g.name)])
         else:
             yield ok("driver.too_old_for_gpu", f"Driver {drv} is new enough for {g.name} ({arch['name']})",
