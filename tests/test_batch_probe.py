@@ -95,7 +95,7 @@ def test_cpu_only_torch_gives_cpu_only_build(torch_venv: Path, tmp_path: Path) -
     assert result.returncode == 1
     doc = json.loads(result.stdout)
     (f,) = doc["findings"]
-    assert (f["code"], f["severity"], f["area"]) == ("framework.cpu_only_build", "fail", "Active tests")  # every active finding is in one area
+    assert (f["code"], f["severity"], f["area"]) == ("framework.cpu_only_build", "fail", "Active tests")
     assert f["title"].endswith(": AssertionError: Torch not compiled with CUDA enabled")
     (run,) = doc["active"]["results"]["torch"]
     assert run["error"]["step"] == "a tensor on cuda:0"
