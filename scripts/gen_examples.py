@@ -227,13 +227,14 @@ def shared_p100_memory_held() -> Facts:
 
 
 def debian12_no_gpu() -> Facts:
-    """gpu-doctor's own development machine: a Debian 12 container with NVIDIA's 535 user space, no GPU."""
+    """gpu-doctor's own development machine: a Debian 12 VM (built from a Docker image, so it has /.dockerenv,
+    but its own kernel and init: not a container) with NVIDIA's 535 user space, no GPU."""
     debs = ["firmware-nvidia-gsp", "libcuda1", "libnvidia-ml1", "libnvidia-ptxjitcompiler1", "nvidia-kernel-dkms",
             "nvidia-smi"]
     return Facts(
         collected_at=WHEN,
         host=HostInfo(os_id="debian", os_version="12", os_pretty="Debian GNU/Linux 12 (bookworm)",
-                      kernel="6.1.0-27-amd64", arch="x86_64", glibc="2.36", gcc="12.2.0", container="docker",
+                      kernel="6.1.0-27-amd64", arch="x86_64", glibc="2.36", gcc="12.2.0", container=None,
                       wsl=False, pci_nvidia_gpus=0),
         driver=DriverInfo(userspace="535.309.01", cuda_driver_api="12.2",
                           cuda_init_error="CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected",

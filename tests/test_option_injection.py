@@ -115,7 +115,7 @@ def test_a_refused_package_keeps_the_good_ones_held() -> None:
     ("rpm-package", ["kmod-nvidia-latest-dkms", "xorg-x11-drv-nvidia-cuda", "_x"], ["-q", "a b", "a;b", ""]),
     ("kernel", ["5.15.0-105-generic", "6.8.0-57-generic", "5.14.0-427.13.1.el9_4.x86_64", "6.1.0+rpt-rpi-v8"],
      ["-k", "generic", "5.15 x", "5.15\n"]),
-    ("path", ["/venv/bin/python", "/opt/conda/envs/gpu"], ["-x", "venv/bin/python", "/a\nb", ""]),
+    ("path", ["/venv/bin/python", "/opt/conda/envs/gpu"], ["-x", "venv/bin/python", "/a\x00b", ""]),
 ])
 def test_grammars(kind, good, bad) -> None:
     assert all(fits(kind, v) for v in good)

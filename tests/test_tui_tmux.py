@@ -92,8 +92,8 @@ def test_new_user_finds_why_each_host_is_broken_and_gets_the_fix_script(terminal
     terminal.wait_for("Wrote")
     saved = tmp_path / "gpu-doctor-fix-driver-module_userspace_mismatch-apt.sh"
     assert "\n  apt_hold libnvidia-compute-535 nvidia-driver-535\n" in saved.read_text()
-    terminal.keys("f", "f", "f")  # pip, conda, then the finding's own steps
-    terminal.wait_for("# Written by gpu-doctor from its findings", "# sudo reboot")
+    terminal.keys("f", "f")  # pip, then conda: every format renders the one plan
+    terminal.wait_for("conda", "gpu-doctor fix --format conda")
     terminal.keys("Escape")
     terminal.wait_for("FAIL  Driver/library version mismatch:")
 

@@ -46,16 +46,19 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
                if gpu_present(facts) else "the NVIDIA driver is installed") if gpu_expected else \
             "there is no NVIDIA GPU here either"
         fix = _cpu_only_fix(pkg.name, pkg.version, _torch_variant_for(facts, ctx, pkg.version))
+        conda = ""
         if static and facts.env.get("CONDA_PREFIX"):
-            fix += (" In a conda-based image build there is no GPU, so conda's __cuda virtual package is absent and "
-                    "the solver picks CPU builds: set CONDA_OVERRIDE_CUDA to the CUDA version the image targets "
-                    f"before `conda install` ({CONDA_VIRTUAL}).")
+            # the cause in a conda image build, whatever the plan installs: said in the detail, which the plan keeps
+            conda = (" In a conda-based image build there is no GPU, so conda's __cuda virtual package is absent and "
+                     "the solver picks CPU builds: set CONDA_OVERRIDE_CUDA to the CUDA version the image targets "
+                     f"before `conda install` ({CONDA_VIRTUAL}).")
+            fix += conda
         yield finding(
             "framework.cpu_only_build", "fail" if gpu_expected else "info",
             f"{label(pkg)} in {exe} is a CPU-only build",
             f"It cannot use a GPU, and {why}. PyTorch raises 'Torch not compiled with CUDA enabled'; TensorFlow "
             "and JAX silently run on the CPU. A plain `pip install torch` on some platforms, or an index URL "
-            "ending in /cpu, gives this build.",
+            "ending in /cpu, gives this build." + conda,
             evidence,
             fix=fix,
             intents=[ReinstallFramework(exe, pkg.name, pkg.version, reason="cpu_only")] if gpu_expected else [],

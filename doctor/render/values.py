@@ -14,7 +14,7 @@ Grammars:
   packaging guidelines allow, plus the characters real names use).
 - Kernel releases (``uname -r``): starting with a digit, then letters, digits and ``. _ + ~ -``.
 - Versions: starting with a digit, then letters, digits and ``. + ~ : _ -``.
-- Paths: absolute (``/``…), without newlines or NUL.
+- Paths: absolute (``/``…), without NUL (a newline is quoted, so the path survives exactly).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.\-]+$")
 RPM_PACKAGE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+\-]*$")
 KERNEL_RELEASE = re.compile(r"^[0-9][A-Za-z0-9._+~\-]*$")
 VERSION = re.compile(r"^[0-9][A-Za-z0-9.+~:_\-]*$")
-PATH = re.compile(r"^/[^\x00\n\r]*$")
+PATH = re.compile(r"^/[^\x00]*$")  # a newline is quoted $'…' (fixscript.q), never split
 MAX = 255
 PATH_MAX = 4096  # Linux's PATH_MAX
 
