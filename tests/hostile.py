@@ -11,7 +11,9 @@ import contextlib
 import copy
 import io
 import json
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +135,18 @@ TERMINAL_UNSAFE = [chr(c) for c in [*range(0, 9), *range(11, 32), *range(0x7f, 0
 def terminal_unsafe(text: str) -> list[str]:
     """The control characters in text meant for a terminal (none allowed: colour is off off a terminal)."""
     return sorted({c for c in text if c in TERMINAL_UNSAFE or 0xD800 <= ord(c) <= 0xDFFF})
+
+
+@contextlib.contextmanager
+def no_hang_within(seconds: int, what: str) -> Iterator[None]:
+    """A hang is a failure, not a stuck test run: SIGALRM raises after ``seconds``."""
+    def hung(signum: int, frame: Any) -> None:
+        raise AssertionError(f"hang: {what} did not return within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -7,13 +7,13 @@ command hanging: the collection ends, quickly, with each problem as an error ent
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile import no_hang_within
 from sysroot import Cmd, Link, build
 
 from doctor.host import OUTPUT_CAP, Host
@@ -27,16 +27,8 @@ COUNTS: dict[str, int] = {}
 
 @pytest.fixture(autouse=True)
 def no_hang() -> Iterator[None]:
-    def hung(signum: int, frame: Any) -> None:
-        raise AssertionError("hang: the probe did not return within 20 s")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(20)
-    try:
+    with no_hang_within(20, "the probe"):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def host(root: Path, timeout: float = 2.0, budget: float | None = None) -> Host:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -28,6 +27,7 @@ from hostile import (
     hostile_text,
     leaves,
     load_example,
+    no_hang_within,
     run_cli,
     set_at,
     terminal_unsafe,
@@ -42,17 +42,8 @@ GPU_DOCTOR = Path(sys.executable).with_name("gpu-doctor")
 
 @pytest.fixture(autouse=True)
 def no_hang() -> Iterator[None]:
-    """A hang is a failure, not a stuck test run."""
-    def hung(signum: int, frame: Any) -> None:
-        raise AssertionError("hang: the command did not return within 20 s")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(20)
-    try:
+    with no_hang_within(20, "the command"):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture(scope="module", autouse=True)
