@@ -337,10 +337,10 @@ async def test_fix_for_every_problem_is_the_fix_commands_script_and_copies(tmp_p
         screen = app.screen
         assert isinstance(screen, FixScreen)
         assert screen.script == cli_fix("debian12-535-no-gpu", "apt", tmp_path)  # Debian 12: apt
-        # the container's driver is its host's, and no GPU is on the bus: both are steps for a person
-        assert "[driver.too_old_for_cuda_runtime] Needs a person" in screen.script
+        # the toolkit needs a newer driver branch; with no GPU on the bus, loading the module is for a person
+        assert "[driver.too_old_for_cuda_runtime] Install NVIDIA driver branch 580" in screen.script
         assert "[driver.not_loaded] Needs a person" in screen.script
-        assert "[container.no_gpu_passthrough]" in screen.script
+        assert "[container.no_gpu_passthrough]" not in screen.script  # a VM from a Docker image: no container
         about = str(screen.query_one("#fix-about", Static).render())
         assert about.startswith("gpu-doctor fix --format apt, for every problem: apt for the system, pip for Python")
         await pilot.press("c")

@@ -25,7 +25,7 @@ INTENDED: dict[str, dict[str, str]] = {
     "shared-p100-memory-held": {"gpu.memory_in_use": "warn"},
     "healthy-8x-h100": {},
     "debian12-535-no-gpu": {"driver.not_loaded": "fail", "driver.too_old_for_cuda_runtime": "fail",
-                            "container.no_gpu_passthrough": "fail"},
+                            "driver.branch_eol": "warn"},
 }
 
 

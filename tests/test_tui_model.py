@@ -121,7 +121,7 @@ def test_areas_come_in_report_order_with_problems_first() -> None:
     assert driver.status == "fail" and [f.code for f in driver.problems] == ["driver.not_loaded",
                                                                             "driver.too_old_for_cuda_runtime",
                                                                             "driver.branch_eol"]  # R535: June 2026
-    assert driver.counts_text() == "2✗ 1! 2✓"  # driver.missing and loader.libcuda_stub pass
+    assert driver.counts_text() == "2✗ 1! 3✓"  # driver.missing, secure boot and loader.libcuda_stub pass
     assert areas[1].status == "none" and areas[1].counts_text() == "not checked"
     assert all(c.status in ("skipped", "not_applicable") for c in areas[1].not_checked)
 
