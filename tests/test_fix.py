@@ -381,6 +381,7 @@ def test_cli_pin_refuses_a_failing_state(tmp_path):
 
 
 @needs_shellcheck
+@pytest.mark.slow  # ~8 s of shellcheck runs: with the slow tests (CI runs both)
 def test_pin_scripts_pass_shellcheck(tmp_path):
     from doctor.commands.fix import render_pin
 
