@@ -89,7 +89,8 @@ NO_DRIVER_TEXTS = (
     "libcuda.so.1: cannot open shared object file",
 )
 # NVML's own answer when libnvidia-ml cannot be loaded (NVML_ERROR_LIBRARY_NOT_FOUND).
-NVML_NO_LIBRARY = ("library not found", "shared library not found", "not found")
+# ("Function Not Found" and other "not found" answers prove libnvidia-ml is there: only the library's own absence.)
+NVML_NO_LIBRARY = ("library not found", "shared library not found")
 NOT_LOADED_TEXTS = (
     "driver not loaded",  # NVML_ERROR_DRIVER_NOT_LOADED
     "couldn't communicate with the nvidia driver",  # nvidia-smi

@@ -413,19 +413,25 @@ def _driver(report: _Report, f: _Facts, macos: bool, rocm: bool) -> DriverInfo:
     if "found no nvidia driver on your system" in low:
         init_error = "torch: Found no NVIDIA driver on your system"
         f.source("driver.cuda_init_error", "torch error 'Found no NVIDIA driver on your system'")
-    if "couldn't communicate with the nvidia driver" in low:
-        nvml_error = "nvidia-smi: couldn't communicate with the NVIDIA driver"
-        f.source("driver.nvml_error", "nvidia-smi 'couldn't communicate with the NVIDIA driver'")
-    elif "driver/library version mismatch" in low:
-        nvml_error = "Driver/library version mismatch"
-        f.source("driver.nvml_error", "'Failed to initialize NVML: Driver/library version mismatch' in the paste")
-    elif "failed to initialize nvml: unknown error" in low:
-        nvml_error = "Unknown Error"
-        f.source("driver.nvml_error", "'Failed to initialize NVML: Unknown Error' in the paste")
+    for needle, value, said in NVML_TEXTS:  # the first that the paste carries
+        if needle in low:
+            nvml_error = value
+            f.source("driver.nvml_error", said)
+            break
     for line in _error_lines(report.text):
         f.note(line, f"{SOURCE}:error text")
     return DriverInfo(userspace=userspace, cuda_driver_api=api, cuda_init_error=init_error, nvml_error=nvml_error)
 
+
+# What nvidia-smi / NVML said, pasted with a report: (text, DriverInfo.nvml_error, where it came from).
+NVML_TEXTS = (
+    ("couldn't communicate with the nvidia driver", "nvidia-smi: couldn't communicate with the NVIDIA driver",
+     "nvidia-smi 'couldn't communicate with the NVIDIA driver'"),
+    ("driver/library version mismatch", "Driver/library version mismatch",
+     "'Failed to initialize NVML: Driver/library version mismatch' in the paste"),
+    ("failed to initialize nvml: unknown error", "Unknown Error",
+     "'Failed to initialize NVML: Unknown Error' in the paste"),
+)
 
 # Error lines pasted with a report are evidence the checks read (doctor/beliefs.py collects them).
 ERROR_ANCHORS = ("no kernel image is available", "found no nvidia driver", "driver/library version mismatch",

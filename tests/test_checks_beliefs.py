@@ -402,3 +402,9 @@ def test_a_runtime_only_toolkit_newer_than_the_driver_is_not_warned_about_ptx() 
                        toolkits=[Toolkit("/usr/local/cuda-12.4", "12.4.1", None, "path")])
     found = [f for f in diagnose(facts).findings if f.code == "driver.too_old_for_cuda_runtime"]
     assert [f.severity for f in found] == ["ok"]
+
+
+def test_an_nvml_function_not_found_answer_proves_the_library_is_there() -> None:
+    facts = make_facts(driver__userspace=None, driver__kernel_module=None, driver__cuda_driver_api=None,
+                       driver__packages=[], loader__libcuda=None, gpus=[], driver__nvml_error="Function Not Found")
+    assert beliefs.of(facts).userspace_installed.yes
