@@ -1,4 +1,5 @@
-"""Run by gpu-validate in each candidate interpreter: one JSON line saying whether a CUDA torch is importable.
+"""Run by gpu-validate in each candidate interpreter (its path as given, the argument): one JSON line saying
+whether a CUDA torch is importable.
 
 Plain syntax: the interpreter may be old. It never creates a CUDA context (is_available asks NVML / the driver
 for a device count only), so it cannot disturb the measurements that follow.
@@ -7,7 +8,8 @@ for a device count only), so it cannot disturb the measurements that follow.
 import json
 import sys
 
-out = {"executable": sys.executable, "prefix": sys.prefix, "python": sys.version.split()[0]}
+out = {"candidate": sys.argv[1] if len(sys.argv) > 1 else None, "executable": sys.executable,
+       "prefix": sys.prefix, "python": sys.version.split()[0]}
 try:
     import torch
 
