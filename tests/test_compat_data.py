@@ -88,7 +88,7 @@ def test_cuda_toolkit_table_covers_10_0_to_13() -> None:
 def test_gpus_agree_with_their_architectures() -> None:
     data = load("gpus")
     archs = {a["name"]: a for a in data["architecture"]}
-    for gpu in data["gpu"]:
+    for gpu in bundled().gpu_rows:
         arch = archs[gpu["architecture"]]
         assert gpu["compute_capability"] in arch["compute_capabilities"], gpu["name"]
         assert gpu["segment"] in ("datacenter", "workstation", "consumer", "embedded"), gpu["name"]
@@ -97,7 +97,7 @@ def test_gpus_agree_with_their_architectures() -> None:
 
 def test_gpu_names_are_unique() -> None:
     seen: set[str] = set()
-    for gpu in load("gpus")["gpu"]:
+    for gpu in bundled().gpu_rows:
         for name in [gpu["name"], *gpu.get("aliases", [])]:
             assert name.lower() not in seen, name
             seen.add(name.lower())
@@ -244,3 +244,74 @@ def test_gpu_names_as_users_type_them(typed: str, name: str, cc: str) -> None:
 @pytest.mark.parametrize("typed", ["GeForce RTX 5080 SUPER", "RTX 4090 D", "Jetson", "RTX"])
 def test_a_name_that_is_not_a_known_gpu_matches_nothing(typed: str) -> None:
     assert bundled().gpu(typed) is None
+
+
+# --- issue 22: every GPU on NVIDIA's CUDA GPU pages, in the spellings NVML prints -------------------------------
+
+NVIDIA_LISTS = Path(__file__).resolve().parent / "data" / "nvidia-cuda-gpus"
+
+
+def _nvidia_list() -> list[tuple[str, str, str]]:
+    out = []
+    for page in ("cuda-gpus.tsv", "cuda-legacy-gpus.tsv"):
+        for line in (NVIDIA_LISTS / page).read_text().splitlines():
+            if line and not line.startswith("#"):
+                cc, name = line.split("\t")
+                out.append((page, cc, name))
+    return out
+
+
+def test_every_gpu_on_nvidias_cuda_gpu_pages_resolves_to_its_compute_capability() -> None:
+    listed = _nvidia_list()
+    assert len(listed) >= 150
+    wrong = []
+    for page, cc, name in listed:
+        for spelled in {name, name if name.startswith("NVIDIA ") else f"NVIDIA {name}"}:
+            row = bundled().gpu(spelled)
+            if row is None or row["compute_capability"] != cc:
+                wrong.append(f"{page}: {spelled!r} (CC {cc}) -> {row and (row['name'], row['compute_capability'])}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_ti_on_nvidias_list_is_never_read_as_its_base_gpu() -> None:
+    for _page, _cc, name in _nvidia_list():
+        if name.endswith(" Ti"):
+            row = bundled().gpu(name)
+            assert row is not None and row["name"].lower().endswith(" ti"), (name, row and row["name"])
+
+
+@pytest.mark.parametrize(("printed", "name", "cc"), [
+    ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "NVIDIA GeForce RTX 3050 Ti", "8.6"),
+    ("NVIDIA GeForce RTX 4070 Ti", "NVIDIA GeForce RTX 4070 Ti", "8.9"),
+    ("NVIDIA GeForce RTX 3060Ti", "NVIDIA GeForce RTX 3060 Ti", "8.6"),
+    ("NVIDIA GeForce GTX 1650 Ti with Max-Q Design", "NVIDIA GeForce GTX 1650 Ti", "7.5"),
+    ("Quadro RTX 5000 with Max-Q Design", "Quadro RTX 5000", "7.5"),
+    ("NVIDIA RTX 2000 Ada Generation Laptop GPU", "NVIDIA RTX 2000 Ada Generation", "8.9"),
+    ("NVIDIA RTX 4000 SFF Ada Generation", "NVIDIA RTX 4000 SFF Ada Generation", "8.9"),
+    ("NVIDIA RTX 4000 Ada Generation", "NVIDIA RTX 4000 Ada Generation", "8.9"),
+    ("NVIDIA RTX PRO 4000 Blackwell SFF Edition", "NVIDIA RTX PRO 4000 Blackwell SFF Edition", "12.0"),
+    ("NVIDIA RTX PRO 4500 Blackwell Server Edition", "NVIDIA RTX PRO 4500 Blackwell Server Edition", "12.0"),
+    ("NVIDIA TITAN X (Pascal)", "NVIDIA TITAN X", "6.1"),
+    ("GeForce GTX TITAN X", "GeForce GTX TITAN X", "5.2"),
+    ("NVIDIA GeForce GTX 980 Ti", "GeForce GTX 980 Ti", "5.2"),
+    ("NVIDIA GeForce GTX 750 Ti", "GeForce GTX 750 Ti", "5.0"),
+    ("Quadro P4000", "Quadro P4000", "6.1"),
+    ("Quadro T2000", "Quadro T2000", "7.5"),
+    ("NVIDIA T1000 8GB", "NVIDIA T1000", "7.5"),
+    ("NVIDIA GB10 (DGX Spark)", "NVIDIA GB10", "12.1"),
+])
+def test_nvml_spellings_of_nvidias_gpus(printed: str, name: str, cc: str) -> None:
+    row = bundled().gpu(printed)
+    assert row is not None and (row["name"], row["compute_capability"]) == (name, cc)
+
+
+@pytest.mark.parametrize(("printed", "variant"), [
+    ("NVIDIA RTX 4000 SFF Ada Generation", "sff"),   # its own row, never the RTX 4000 Ada Generation
+    ("NVIDIA GeForce RTX 4070 SUPER", "super"),      # not on NVIDIA's pages: unknown, never the RTX 4070
+    ("NVIDIA GeForce RTX 4070 Ti SUPER", "super"),
+    ("NVIDIA GeForce GTX 1660 Ti", "ti"),
+    ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "ti"),
+])
+def test_a_variant_never_borrows_its_base_gpus_row(printed: str, variant: str) -> None:
+    row = bundled().gpu(printed)
+    assert row is None or variant in row["name"].lower().split(), (printed, row and row["name"])
