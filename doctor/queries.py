@@ -131,7 +131,8 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
     return {
         "cuda": cuda,
         "releases": [{"version": r["version"], "label": r.get("label"), "linux_min_driver": r.get("linux_min_driver"),
-                      "windows_min_driver": r.get("windows_min_driver"), "source": _src(r)} for r in rows],
+                      "windows_min_driver": r.get("windows_min_driver"), "driver_branch": r.get("driver_branch"),
+                      "source": _src(r)} for r in rows],
         "min_driver": need and need.get("linux_min_driver"),
         "minor_version_compat_floor": mvc and mvc.get("linux_min_driver"),
         "sm_targets": (m.sm_support(cuda) or {}).get("sm"),
