@@ -41,6 +41,9 @@ NEWEST = 4  # manifests per product fetched by one refresh (the newest ones the 
 
 Row = dict[str, Any]
 _LABEL = re.compile(r"redistrib_(\d+(?:\.\d+){1,3})\.json")
+_VERSION = re.compile(r"\d{1,4}(?:\.\d{1,9}){0,5}")
+_URL = re.compile(r"https://[\x21-\x7e]{1,300}")
+_WHEN = re.compile(r"\d{4}-\d{2}-\d{2}T[0-9:+.\-Z]{1,20}")
 
 
 @dataclass(frozen=True)
@@ -94,10 +97,10 @@ def _doc(data: Any, source: str, product: str) -> tuple[dict[str, Any], str]:
     if found is not None and found != product:
         raise ManifestError(f"{source}: a {found} manifest, not {product}")
     label = data.get("release_label")
-    if not isinstance(label, str):
+    if not isinstance(label, str) or not _VERSION.fullmatch(label):
         match = _LABEL.search(source)  # the oldest manifests have no release_label: the file name has it
         label = match.group(1) if match else None
-    if not label or not vtuple(label):
+    if not label or not _VERSION.fullmatch(label):
         raise ManifestError(f"{source}: no release label")
     return data, label
 
@@ -108,7 +111,8 @@ def _date(data: dict[str, Any]) -> str | None:
 
 
 def _components(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("version"), str)}
+    return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("version"), str)
+            and _VERSION.fullmatch(v["version"])}
 
 
 def parse_cuda(data: Any, source: str) -> CudaRelease:
@@ -303,10 +307,13 @@ def load_seen(cache_dir: Path | str | None = None) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("seen"), dict):
         return None
-    seen = {k: {"version": str(v["version"]), "source": str(v.get("source", ""))}
+    # Shown on the terminal: only plain version numbers and printable https URLs are taken from the file.
+    seen = {k: {"version": v["version"], "source": v.get("source") if _URL.fullmatch(str(v.get("source"))) else "?"}
             for k, v in data["seen"].items()
-            if k in ("cuda", "driver_branch", "cudnn") and isinstance(v, dict) and vtuple(str(v.get("version")))}
-    return {"fetched_at": str(data.get("fetched_at", "?")), "seen": seen}
+            if k in ("cuda", "driver_branch", "cudnn") and isinstance(v, dict)
+            and isinstance(v.get("version"), str) and _VERSION.fullmatch(v["version"])}
+    when = data.get("fetched_at")
+    return {"fetched_at": when if isinstance(when, str) and _WHEN.fullmatch(when) else "?", "seen": seen}
 
 
 # --- the network ---------------------------------------------------------------------------------
