@@ -223,3 +223,44 @@ def test_matrix_driver_of_the_newest_branch_answers_the_newest_cuda(capsys) -> N
     assert "newest CUDA it runs natively: 13.5.0 (CUDA 13.5 GA, needs ≥ R620)" in out
     out = _cli(["matrix", "cuda", "13.5"], capsys)
     assert "Linux driver ≥ R620" in out
+
+
+# --- the maintainers' script: --nvidia-from a folder of manifests -------------------------------------------
+
+
+def _script():
+    import importlib.util
+    import sys
+
+    path = Path(__file__).parent.parent / "scripts" / "update_matrix.py"
+    spec = importlib.util.spec_from_file_location("update_matrix", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_update_matrix_nvidia_agrees_on_the_recorded_manifests(capsys) -> None:
+    assert _script().main(["--nvidia-from", str(DATA)]) == 0
+    assert "compat/ agrees with every manifest read" in capsys.readouterr().out
+
+
+def test_update_matrix_nvidia_proposes_a_newer_release_with_its_branch(tmp_path, monkeypatch, capsys) -> None:
+    import tomllib
+
+    # A derived variant of the recorded manifests: the same documents one release later.
+    cuda = _load("cuda-redistrib_13.4.2.json") | {"release_label": "13.6.0"}
+    driver = _load("driver-redistrib_620.70.06.json") | {"release_label": "625.10.01"}
+    driver["cuda_compat"] = {**driver["cuda_compat"], "cuda_variant": ["13.6"]}
+    (tmp_path / "redistrib_13.6.0.json").write_text(json.dumps(cuda))
+    (tmp_path / "redistrib_625.10.01.json").write_text(json.dumps(driver))
+    um = _script()
+    monkeypatch.setattr(um, "COMPAT", tmp_path)
+    assert um.main(["--nvidia-from", str(tmp_path), "--write"]) == 1
+    out = capsys.readouterr().out
+    assert "+ CUDA 13.6.0: cudart 13.4.92, driver branch R625 (cuda_compat of 625.10.01)" in out
+    data = tomllib.loads((tmp_path / um.NVIDIA_PROPOSED).read_text())
+    row = data["toolkit"][0]
+    assert (row["version"], row["driver_branch"]) == ("13.6.0", "625")
+    assert row["source"] == "https://developer.download.nvidia.com/compute/cuda/redist/redistrib_13.6.0.json"
+    assert row["source2"].endswith("/nvidia-driver/redist/redistrib_625.10.01.json")
