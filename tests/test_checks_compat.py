@@ -568,9 +568,11 @@ def test_matrix_cuda_12_8_does_not_claim_cudnn_8() -> None:
     assert "9.10.2" in a["cudnn"]
 
 
-def test_cudnn_9_28_1_is_cuda_13_only_and_torch_2_15_has_cu130() -> None:
+def test_cudnn_9_28_1_has_cuda_12_and_13_builds_and_torch_2_15_has_cu130() -> None:
+    # NVIDIA's redistrib manifest lists cuda12 and cuda13 archives (x86_64, SBSA); PyPI lacks only the cu12 wheel.
     row = bundled().cudnn("9.28.1")
-    assert row is not None and row["cuda"] == ["13.x"]
+    assert row is not None and row["cuda"] == ["13.x", "12.x"]
+    assert "9.28.1" in queries.query_cuda(bundled(), "12.8")["cudnn_same_major_unverified_minor"]
     assert bundled().torch_variant("2.15.0", "13.0") is not None
     assert any(t["version"] == "2.15.0" for t in queries.query_cuda(bundled(), "13.0")["torch"])
 

@@ -315,3 +315,28 @@ def test_nvml_spellings_of_nvidias_gpus(printed: str, name: str, cc: str) -> Non
 def test_a_variant_never_borrows_its_base_gpus_row(printed: str, variant: str) -> None:
     row = bundled().gpu(printed)
     assert row is None or variant in row["name"].lower().split(), (printed, row and row["name"])
+
+
+def test_first_driver_of_every_compute_capability_follows_its_first_toolkit() -> None:
+    """The project's rule for every CC, not only sm_86: a GPU needs at least the Linux minimum of the first toolkit
+    whose nvcc builds for its CC (where both are in the matrix); Jetson-only CCs take their driver from JetPack."""
+    m = bundled()
+    targets = sorted(m.rows("cuda", "sm_support"), key=lambda r: vtuple(r["cuda"]))
+    oldest_listed = vtuple(targets[0]["cuda"])
+    embedded_only = {cc for cc in {g["compute_capability"] for g in m.gpu_rows}
+                     if all(g["segment"] == "embedded" for g in m.gpu_rows if g["compute_capability"] == cc)}
+    checked = []
+    for arch in m.rows("gpus", "architecture"):
+        for cc in arch["compute_capabilities"]:
+            first = next((r["cuda"] for r in targets if cc in r["sm"]), None)
+            if first is None or vtuple(first) == oldest_listed or cc in embedded_only:
+                continue  # first toolkit older than the sm table, or a Jetson-only CC
+            need = m.min_driver(first)
+            if need is None:
+                continue  # NVIDIA names only a branch (13.3+): first_driver_branch covers it
+            got = m.first_driver(arch, cc)
+            assert got and vtuple(got) >= vtuple(need["linux_min_driver"]), (cc, first, got, need["linux_min_driver"])
+            checked.append(cc)
+    assert {"10.3", "12.1", "10.0", "12.0", "9.0", "8.9"} <= set(checked)
+    blackwell = m.architecture("Blackwell")
+    assert m.first_driver(blackwell, "10.3") == "575.51.03" and m.first_driver(blackwell, "10.0") == "570.26"
