@@ -340,3 +340,17 @@ def test_first_driver_of_every_compute_capability_follows_its_first_toolkit() ->
     assert {"10.3", "12.1", "10.0", "12.0", "9.0", "8.9"} <= set(checked)
     blackwell = m.architecture("Blackwell")
     assert m.first_driver(blackwell, "10.3") == "575.51.03" and m.first_driver(blackwell, "10.0") == "570.26"
+
+
+def test_jax_cuda11_wheels_without_pip_cuda_need_the_local_toolkits_driver() -> None:
+    from doctor.matrix import Matrix
+    from doctor.queries import _newest_frameworks
+
+    rows = [r for r in load("jax")["jax"] if r.get("cuda_major") == 11]
+    local = [r for r in rows if not r.get("pins")]
+    assert local and all(r.get("local_cuda") and "min_driver" not in r for r in local)
+    assert all(r.get("min_driver") == "450.80.02" for r in rows if r.get("pins"))  # the cuda11_pip era
+    cudnn86 = next(r for r in local if r["plugin"] == "jaxlib+cuda11.cudnn86")
+    only = Matrix(data={**bundled().data, "jax": {"jax": [cudnn86]}})
+    assert "jax" not in _newest_frameworks(only, "470.82.01")  # 450.80.02 would have said yes
+    assert _newest_frameworks(only, "520.61.05")["jax"]["version"] == "0.4.1"  # CUDA 11.8's own minimum
