@@ -264,3 +264,27 @@ def test_update_matrix_nvidia_proposes_a_newer_release_with_its_branch(tmp_path,
     assert (row["version"], row["driver_branch"]) == ("13.6.0", "625")
     assert row["source"] == "https://developer.download.nvidia.com/compute/cuda/redist/redistrib_13.6.0.json"
     assert row["source2"].endswith("/nvidia-driver/redist/redistrib_625.10.01.json")
+
+
+# --- the maintainers' script: Python ranges against PyPI's wheel tags ---------------------------------------
+
+
+def test_python_ranges_are_judged_by_the_wheel_tags_pypi_has() -> None:
+    import importlib.util
+    import sys
+
+    path = Path(__file__).parent.parent / "scripts" / "check_python_tags.py"
+    spec = importlib.util.spec_from_file_location("check_python_tags", path)
+    ct = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = ct
+    spec.loader.exec_module(ct)
+    files = json.loads((Path(__file__).parent / "data" / "pypi" / "simple" / "torch.json").read_text())["files"]
+    wheels = {"torch": ct.wheel_pythons(files)}
+    assert wheels["torch"]["1.13.1"] == {"3.10", "3.11"}  # recorded index: cp310 and cp311 Linux x86_64 wheels
+    (d,) = ct.compare([("pytorch", "torch", "1.13.1", ">=3.10,<3.11")], wheels)
+    assert d["wheels_not_claimed"] == ["3.11"] and d["claims_without_wheel"] == []
+    (d,) = ct.compare([("tensorflow", "torch", "1.13.1", "3.10-3.12")], wheels)
+    assert d["claims_without_wheel"] == ["3.12"]
+    assert ct.compare([("pytorch", "torch", "1.13.1", ">=3.10,<3.12"), ("jax", "torch", "1.13.1", ">=3.10")],
+                      wheels) == []
+    assert ct.compare([("pytorch", "torch", "9.9.9", ">=3.10")], wheels) == []  # no wheel on PyPI: not judged
