@@ -354,3 +354,10 @@ def test_jax_cuda11_wheels_without_pip_cuda_need_the_local_toolkits_driver() -> 
     only = Matrix(data={**bundled().data, "jax": {"jax": [cudnn86]}})
     assert "jax" not in _newest_frameworks(only, "470.82.01")  # 450.80.02 would have said yes
     assert _newest_frameworks(only, "520.61.05")["jax"]["version"] == "0.4.1"  # CUDA 11.8's own minimum
+
+
+@pytest.mark.parametrize(("windows", "branch"), [("453.94", 450), ("452.39", 450), ("454.00", None)])
+def test_wsl_windows_drivers_of_r450_map_to_their_branch(windows: str, branch: int | None) -> None:
+    # R450's data-center notes pair 450.51.05/451.48 and 450.216.04/453.94: 452.39 (CUDA 11's Windows MVC floor)
+    # lies between them; a number past the last known R450 release stays unknown.
+    assert bundled().windows_branch(windows) == branch
