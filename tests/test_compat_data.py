@@ -361,3 +361,22 @@ def test_wsl_windows_drivers_of_r450_map_to_their_branch(windows: str, branch: i
     # R450's data-center notes pair 450.51.05/451.48 and 450.216.04/453.94: 452.39 (CUDA 11's Windows MVC floor)
     # lies between them; a number past the last known R450 release stays unknown.
     assert bundled().windows_branch(windows) == branch
+
+
+@pytest.mark.parametrize(("driver", "cuda", "package"), [
+    ("418.226.00", "11.0", "cuda-compat-11-0"), ("418.226.00", "10.2", "cuda-compat-10-2"),
+    ("440.33.01", "11.1", "cuda-compat-11-1"), ("450.51.06", "11.2", "cuda-compat-11-2"),
+])
+def test_older_data_center_branches_run_newer_cuda_with_the_compat_package_nvidia_names(
+        driver: str, cuda: str, package: str) -> None:
+    from doctor.matrix import driver_runs_cuda
+
+    v = driver_runs_cuda(bundled(), driver, cuda, gpu_segment="datacenter")
+    assert v.rule == "forward-compat-needs-package" and package in v.explanation
+    assert driver_runs_cuda(bundled(), driver, cuda, gpu_segment="consumer").rule == "too-old"
+
+
+def test_r440_is_not_given_cuda_11_2_forward_compatibility() -> None:
+    from doctor.matrix import driver_runs_cuda
+
+    assert driver_runs_cuda(bundled(), "440.33.01", "11.2", gpu_segment="datacenter").rule == "too-old"
