@@ -273,6 +273,22 @@ def test_every_gpu_on_nvidias_cuda_gpu_pages_resolves_to_its_compute_capability(
     assert not wrong, "\n".join(wrong)
 
 
+def test_every_kepler_gpu_on_the_2024_revision_resolves() -> None:
+    """Today's legacy page copy ends before Kepler; NVIDIA's March 2024 page (a machine-readable scrape) lists it.
+    Every Kepler name there resolves to its CC, except the one the page gives two CCs ("3.0/5.0")."""
+    import json
+
+    doc = json.loads((NVIDIA_LISTS / "cuda-gpus-2024.json").read_text())
+    kepler = {(e["name"].rstrip("*"), e["compute_capability"]) for group in doc["list"] for sub in group["list"]
+              for e in sub["list"] if e["compute_capability"].startswith("3.") and "/" not in e["compute_capability"]}
+    assert len(kepler) >= 60
+    wrong = [(n, cc, (bundled().gpu(n) or {}).get("compute_capability")) for n, cc in sorted(kepler)
+             if (bundled().gpu(n) or {}).get("compute_capability") != cc]
+    assert not wrong, wrong
+    assert bundled().gpu("NVIDIA GeForce GTX 780 Ti")["name"] == "GeForce GTX 780 Ti"
+    assert bundled().gpu("GeForce GTX 680M")["name"] == "GeForce GTX 680M"
+
+
 def test_a_ti_on_nvidias_list_is_never_read_as_its_base_gpu() -> None:
     for _page, _cc, name in _nvidia_list():
         if name.endswith(" Ti"):
