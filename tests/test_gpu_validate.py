@@ -69,6 +69,22 @@ class Step:
         return json.loads(self.text())
 
 
+def same_code(run: Path) -> bool:
+    """Whether the recording was made by the code under test (its tree hash, 00-machine). Then the replay must
+    match it exactly; a later change of a rule or a word may change what the same facts give, so after one only
+    the failing verdicts must stay (a GPU machine cannot be recorded again at will)."""
+    import runpy
+
+    tree = re.search(r"^tree: (\w+)", Step(run, "00-machine").text(), re.M)
+    source_hash = runpy.run_path(str(ROOT / "scripts" / "gpu-validate.d" / "source_hash.py"))["source_hash"]
+    return tree is not None and tree.group(1) == source_hash(str(ROOT))
+
+
+def failing(report: dict[str, Any], area: str | None = None) -> list[tuple[str, str]]:
+    return sorted({(f["code"], f["severity"]) for f in report["findings"]
+                   if f["severity"] == "fail" and area in (None, f["area"])})
+
+
 def replay(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     capsys.readouterr()
     code = main(list(argv))
@@ -154,6 +170,9 @@ def test_the_snapshot_replays_to_the_report_check_gave_live(run: Path, capsys: p
     live_json, live_text = Step(run, "03-check-json"), Step(run, "02-check-v")
     code, out = replay(capsys, "check", "--facts", str(snapshot.dir / "stdout"), "--json")
     replayed = json.loads(out)
+    assert failing(replayed) == failing(live_json.json())
+    if not same_code(run):
+        return
     assert code == live_json.exit_code
     assert replayed["status"] == live_json.json()["status"]
     assert verdicts(replayed) == verdicts(live_json.json())
@@ -173,7 +192,9 @@ def test_each_active_test_replays_to_the_verdicts_it_printed(run: Path, name: st
     assert step.exit_code == (1 if live["status"] == "fail" else 0)
     assert live["findings"], "an active test that ran says something"
     _, out = replay(capsys, "check", "--facts", str(step.dir / "snapshot.json"), "--json")
-    assert verdicts(json.loads(out), "Active tests") == verdicts(live)
+    assert failing(json.loads(out), "Active tests") == failing(live)
+    if same_code(run):
+        assert verdicts(json.loads(out), "Active tests") == verdicts(live)
 
 
 @runs
