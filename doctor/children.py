@@ -88,6 +88,18 @@ _reaper_fd: int | None = None
 _reaper_pid: int | None = None
 
 
+def prepare() -> None:
+    """Start the reaper now, in the background, when a command is sure to follow: its fork and exec then overlap
+    the imports before the first command instead of delaying it (:func:`start` waits for it if need be)."""
+    if _reaper_fd is None:
+        threading.Thread(target=_start_reaper_locked, name="gpu-doctor-reaper", daemon=True).start()
+
+
+def _start_reaper_locked() -> None:
+    with _lock:
+        _start_reaper()
+
+
 def _start_reaper() -> None:
     """Under _lock: the reaper, once per process. One that cannot start is no error (the handlers and the
     parent-death signal still cover every other way out)."""
@@ -97,7 +109,7 @@ def _start_reaper() -> None:
     read_end, write_end = os.pipe()
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", _REAPER], stdin=read_end, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+                                stderr=subprocess.DEVNULL, start_new_session=True, env={"PATH": os.defpath})
     except OSError:
         os.close(write_end)
         _reaper_fd = -1  # no shell here: do not try at every command

@@ -139,6 +139,9 @@ def checked_python(host: Any, given: str) -> str:
 
 
 def collect_from_args(args: argparse.Namespace) -> Any:
+    from doctor import children
+
+    children.prepare()  # the probes' commands follow: the reaper starts while they are imported
     from doctor.probes import collect
 
     return collect(host_from_args(args), pythons=args.python, deep=args.deep, deep_timeout=args.deep_timeout)
