@@ -197,7 +197,11 @@ def facts_from_collect_env(path: str) -> Any:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    import time
+
     from doctor.checks import REGISTRY, by_id
+
+    started = time.monotonic()  # JUnit's `time`: how long the check took, collection included
 
     if args.list_checks:
         for c in REGISTRY:
@@ -257,10 +261,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         report = locate(report, image)
     fmt = "json" if args.json else (args.format or "text")
+    elapsed = time.monotonic() - started
     if getattr(args, "output", None):
-        write_report(report, fmt, args.output, strict=args.strict)
+        write_report(report, fmt, args.output, strict=args.strict, elapsed=elapsed)
     else:
-        sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict))
+        sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict, elapsed=elapsed))
     if report.status == "fail" or (args.strict and report.status == "warn"):
         return EXIT_FAIL
     if report.status == "unknown":
@@ -293,10 +298,11 @@ def dockerfile_image(args: argparse.Namespace) -> Any:
         raise UsageError(f"--dockerfile {exc}") from None
 
 
-def write_report(report: Any, fmt: str, path: str, strict: bool = False) -> None:
-    """--output: the report written atomically (a temporary dot-file renamed over PATH), as the
-    node_exporter textfile collector and NFD's features.d readers need."""
-    from doctor.render.files import OutputError, write_atomic
+def write_report(report: Any, fmt: str, path: str, strict: bool = False, elapsed: float | None = None) -> None:
+    """--output: the report written as :func:`doctor.render.files.write_output` writes (atomically over a
+    regular file, as node_exporter's textfile collector and NFD's features.d need; through a device or
+    FIFO, never renamed over it)."""
+    from doctor.render.files import OutputError, write_output
 
     try:
         if fmt == "prometheus":
@@ -304,13 +310,14 @@ def write_report(report: Any, fmt: str, path: str, strict: bool = False) -> None
 
             write_textfile(report, path)
         else:
-            write_atomic(path, render_report(report, fmt, strict=strict))
+            write_output(path, render_report(report, fmt, strict=strict, elapsed=elapsed))
     except OutputError as exc:
         raise UsageError(f"--output {exc}") from None
     print(f"gpu-doctor: wrote {path}", file=sys.stderr)
 
 
-def render_report(report: Any, fmt: str, verbose: bool = False, strict: bool = False) -> str:
+def render_report(report: Any, fmt: str, verbose: bool = False, strict: bool = False,
+                  elapsed: float | None = None) -> str:
     if fmt in EXTRA_FORMATS:
         from doctor.render.files import render_extra
 
@@ -322,7 +329,7 @@ def render_report(report: Any, fmt: str, verbose: bool = False, strict: bool = F
     if fmt == "junit":
         from doctor.render.junit import render as junit
 
-        return junit(report, strict=strict)
+        return junit(report, strict=strict, elapsed=elapsed)
     if fmt == "markdown":
         from doctor.render.markdown import render as markdown
 

@@ -52,7 +52,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 def _write(fleet: Fleet, fmt: str, output: str | None) -> None:
     """--format prometheus and --output: prometheus_client's exposition, or any format, written atomically."""
-    from doctor.render.files import OutputError, write_atomic
+    from doctor.render.files import OutputError, write_output
 
     try:
         if fmt == "prometheus":
@@ -65,7 +65,7 @@ def _write(fleet: Fleet, fmt: str, output: str | None) -> None:
         else:
             text = json.dumps(fleet.to_dict(), indent=2) + "\n" if fmt == "json" else (
                 render_markdown(fleet) if fmt == "markdown" else render_text(fleet, colour=False))
-            write_atomic(output or "-", text)
+            write_output(output or "-", text)
     except OutputError as exc:
         raise UsageError(f"--output {exc}") from None
     if output:
