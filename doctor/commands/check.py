@@ -20,8 +20,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                          help="text (default; for people), json (schema gpu-doctor.report/v1), junit (each check a "
                          "test case, for CI), markdown (for an issue; facts in a collapsible block), github (GitHub "
                          "Actions annotations), prometheus (metrics gpu_doctor_*), nfd (Node Feature Discovery labels)")
-        out.add_argument("--output", metavar="PATH", help="write the report to PATH atomically instead of standard "
-                         "output (node_exporter's textfile directory for prometheus, NFD's features.d for nfd)")
+        out.add_argument("--output", metavar="PATH", help="write the report to PATH instead of standard output: "
+                         "atomically over a regular file (node_exporter's textfile directory for prometheus, NFD's "
+                         "features.d for nfd), through a character device or a FIFO with a reader; a symlink is "
+                         "followed, a block device, socket or unread FIFO refused")
         out.add_argument("--json", action="store_true", help="the same as --format json")
         out.add_argument("-v", "--verbose", action="store_true",
                          help="show the evidence and source under each line, checks that did not run, probe errors")

@@ -43,8 +43,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     out.add_argument("--format", choices=("text", "json", "markdown", "prometheus"), default="text",
                      help="text (default), json, markdown (for an issue or a wiki page), or prometheus (metrics "
                      "gpu_doctor_node_*, one series per node)")
-    p.add_argument("--output", metavar="PATH", help="write to PATH atomically instead of standard output (for "
-                   "prometheus: a node_exporter textfile-collector file)")
+    p.add_argument("--output", metavar="PATH", help="write to PATH instead of standard output: atomically over a "
+                   "regular file (for prometheus: a node_exporter textfile-collector file), through a character "
+                   "device or a FIFO with a reader; a symlink is followed, a block device, socket or unread FIFO "
+                   "refused")
     p.add_argument("--strict", action="store_true", help="exit 1 on warnings and outliers too")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                    help=f"processes reading the files (default: one per CPU from {PARALLEL_MIN} files on)")
