@@ -289,7 +289,7 @@ def real_active() -> dict[str, Any]:
     """A recorded smoke test of two GPUs, as a report's facts carry it."""
     import dataclasses
 
-    from doctor.facts_active import ActiveEnd, ActiveFacts, ActiveGpu, DriverTest, NvmlReading
+    from doctor.model.facts_active import ActiveEnd, ActiveFacts, ActiveGpu, DriverTest, NvmlReading
 
     name = "NVIDIA A100-SXM4-40GB"
     gpus = [ActiveGpu(i, name=name, nvml_before=NvmlReading(name=name), device_gbs=1480.5 - i, fp32_tflops=18.9,

@@ -15,7 +15,7 @@ import pytest
 from factories import make_facts
 from prometheus_client.parser import text_string_to_metric_families
 
-from doctor.engine import diagnose
+from doctor.pipeline import diagnose
 from doctor.render.prometheus import render, render_fleet
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,7 +151,7 @@ def test_a_repeated_check_id_is_one_series_per_state() -> None:
 
 
 def test_a_recorded_smoke_test_becomes_rates_in_base_units_per_gpu() -> None:
-    from doctor.facts_active import ActiveEnd, ActiveFacts, ActiveGpu, DriverTest, NvmlReading
+    from doctor.model.facts_active import ActiveEnd, ActiveFacts, ActiveGpu, DriverTest, NvmlReading
 
     name = "NVIDIA A100-SXM4-40GB"
     smoke = DriverTest(mode="smoke", done=True, end=ActiveEnd(event="exit", returncode=0), device_count=1,
@@ -169,7 +169,7 @@ def test_a_recorded_smoke_test_becomes_rates_in_base_units_per_gpu() -> None:
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.json")))
 def test_every_example_and_the_fleet_of_them_scrape_clean_together(tmp_path: Path, example: str) -> None:
-    from doctor.facts import Facts
+    from doctor.model.facts import Facts
 
     facts = Facts.from_dict(json.loads((EXAMPLES / example).read_text()))
     check = render(diagnose(facts))
@@ -239,7 +239,7 @@ def test_output_into_a_missing_directory_is_a_usage_error(fmt: str) -> None:
 
 
 def test_a_report_with_too_little_evidence_is_not_ready() -> None:
-    from doctor.facts import Facts
+    from doctor.model.facts import Facts
 
     report = diagnose(Facts())
     assert report.status == "unknown"

@@ -1,5 +1,4 @@
-"""The machine formats beside text/json/junit/markdown (github, prometheus, nfd), and how ``--output``
-writes a file.
+"""How ``--output`` writes a file (every format, through :func:`doctor.pipeline.write`).
 
 ``--output PATH`` writes what the format rendered, by what PATH is:
 
@@ -24,27 +23,10 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 
 class OutputError(Exception):
     """The output file could not be written; the message names the path and why."""
-
-
-def render_extra(report: Any, fmt: str, strict: bool = False) -> str:
-    if fmt == "github":
-        from doctor.render.github import render
-
-        return render(report, strict=strict, workspace=os.environ.get("GITHUB_WORKSPACE"))
-    if fmt == "prometheus":
-        from doctor.render.prometheus import render
-
-        return render(report)
-    if fmt == "nfd":
-        from doctor.render.nfd import render
-
-        return render(report)
-    raise ValueError(f"unknown format {fmt!r}")
 
 
 def _why(exc: OSError) -> str:

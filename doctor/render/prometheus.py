@@ -50,11 +50,13 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from doctor.model.severity import SEVERITY_RANK
+
 CHECK_STATES = ("ok", "info", "warn", "fail", "skipped", "not_applicable", "crashed")
-# A check id repeated in a report (two --require gates of one kind) is one series: the worse status wins.
-CHECK_RANK = {"not_applicable": 0, "skipped": 1, "ok": 2, "info": 3, "warn": 4, "fail": 5, "crashed": 6}
+# A check id repeated in a report (two --require gates of one kind) is one series: the worse status wins —
+# a check's status on the severity scale, below it when it did not run, above it when it crashed.
+CHECK_RANK = {"not_applicable": -2, "skipped": -1, **SEVERITY_RANK, "crashed": max(SEVERITY_RANK.values()) + 1}
 STATES = ("ok", "warn", "fail", "unknown")  # a report's status; unknown: too little evidence to say ready
-SEVERITY_RANK = {"fail": 3, "warn": 2, "info": 1, "ok": 0}
 PROBLEMS = ("fail", "warn")
 # measurement unit → (metric, factor to the base unit)
 UNITS = {"GB/s": ("gpu_doctor_active_bandwidth_bytes_per_second", 1e9),
@@ -138,11 +140,11 @@ def about_gpus(finding: Any) -> list[str]:
 
 def active_rates(report: Any) -> list[tuple[str, str, str, str, float]]:
     """(metric, gpu, source, measure, value in base units) for every rate the active tests measured, read
-    through the active section's own ``measurements()`` (doctor.facts_active)."""
+    through the active section's own ``measurements()`` (doctor.model.facts_active)."""
     active = getattr(report.facts, "active", None)
     if active is None:
         return []
-    from doctor.facts_active import MEASURES, measure_key, measurements
+    from doctor.model.facts_active import MEASURES, measure_key, measurements
 
     out = []
     for text, (_name, value) in measurements(active).items():
