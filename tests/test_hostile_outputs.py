@@ -92,6 +92,14 @@ WRITERS = [
 ]
 
 
+# `-o FILE` of fix and pin (and snapshot, which probes this machine): the same writer, a script made
+# executable only when it is a new file
+SCRIPT_WRITERS = [
+    ["fix", "--facts", str(EXAMPLES[[p.name for p in EXAMPLES].index("rtx5090-cu124-torch.json")])],
+    ["pin", "--force", "--facts", str(HEALTHY)],
+]
+
+
 @pytest.fixture()
 def null_device(tmp_path: Path) -> Path:
     """A character device to write onto: as root, a node of our own for /dev/null's device (1, 3), so that a
@@ -142,13 +150,26 @@ def test_output_onto_a_fifo_with_a_reader_reaches_the_reader(tmp_path: Path, arg
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary file left
 
 
+@pytest.mark.parametrize("argv", SCRIPT_WRITERS, ids=lambda a: a[0])
+def test_o_onto_a_character_device_neither_replaces_nor_chmods_it(null_device: Path, argv: list[str]) -> None:
+    before = os.stat(null_device)
+    ATTACK_COUNTS["output targets"] += 1
+    with no_hang_within(30, "-o onto a character device"):
+        r = run_cli([*argv, "-o", str(null_device)])
+    assert_clean_exit(r, (0, 1))
+    after = os.lstat(null_device)
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
+    assert stat.S_IMODE(after.st_mode) == stat.S_IMODE(before.st_mode)  # a script's 0755 is for new files only
+
+
 def test_output_onto_a_fifo_nobody_reads_is_refused_at_once(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    for argv in WRITERS:
+    for argv in [*WRITERS, *SCRIPT_WRITERS]:
         ATTACK_COUNTS["output targets"] += 1
-        with no_hang_within(20, "--output onto a FIFO without a reader"):
-            r = run_cli([*argv, "--output", str(fifo)])
+        option = "-o" if argv[0] in ("fix", "pin") else "--output"
+        with no_hang_within(20, f"{option} onto a FIFO without a reader"):
+            r = run_cli([*argv, option, str(fifo)])
         assert_clean_exit(r, (2,))
         assert "no process is reading" in r.err
         assert kind(fifo) == "fifo"

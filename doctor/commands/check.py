@@ -350,10 +350,12 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         raise RuntimeError(f"snapshot does not match its schema: {problems[0]}")
     text = facts.to_json()
     if args.output:
+        from doctor.render.files import OutputError, write_output
+
         try:
-            Path(args.output).write_text(text, encoding="utf-8", errors="backslashreplace")
-        except OSError as exc:
-            raise UsageError(f"-o {args.output}: {exc.strerror or exc}") from None
+            write_output(args.output, text)
+        except OutputError as exc:
+            raise UsageError(f"-o {exc}") from None
         print(f"gpu-doctor: wrote {args.output} ({len(text)} bytes)", file=sys.stderr)
     else:
         sys.stdout.write(text)

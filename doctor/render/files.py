@@ -33,8 +33,9 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def write_output(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` as the module's docstring says; :class:`OutputError` with a one-line reason."""
+def write_output(path: str | Path, text: str, mode: int = 0o644) -> None:
+    """Write ``text`` to ``path`` as the module's docstring says; :class:`OutputError` with a one-line reason.
+    ``mode`` is the new regular file's (0o755 for a script); a device or FIFO written through keeps its own."""
     data = text.encode("utf-8", errors="backslashreplace")  # a lone surrogate is shown, not a crash
     target = os.fspath(path)
     try:
@@ -43,7 +44,7 @@ def write_output(path: str | Path, text: str) -> None:
         if os.path.islink(target):
             raise OutputError(f"{target}: a symbolic link to {os.readlink(target)!r}, which does not exist") \
                 from None
-        _replace(target, data)
+        _replace(target, data, mode)
         return
     except OSError as exc:
         raise OutputError(f"{target}: {_why(exc)}") from None
@@ -53,7 +54,7 @@ def write_output(path: str | Path, text: str) -> None:
             if _same(st, fd):
                 _through_fd(target, fd, data)
                 return
-        _replace(os.path.realpath(target), data)
+        _replace(os.path.realpath(target), data, mode)
     elif stat.S_ISDIR(mode):
         raise OutputError(f"{target}: is a directory")
     elif stat.S_ISBLK(mode):
@@ -111,7 +112,7 @@ def _write_all(target: str, fd: int, data: bytes) -> None:
         raise OutputError(f"{target}: {_why(exc)}") from None
 
 
-def _replace(target: str, data: bytes) -> None:
+def _replace(target: str, data: bytes, mode: int) -> None:
     """A dot-file in the target's directory, renamed over it."""
     where = Path(target)
     directory = where.parent if str(where.parent) else Path(".")
@@ -126,7 +127,7 @@ def _replace(target: str, data: bytes) -> None:
             _write_all(target, fd, data)
         finally:
             os.close(fd)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except (OSError, OutputError) as exc:
         Path(tmp).unlink(missing_ok=True)
