@@ -153,8 +153,9 @@ def read_files(files: list[str], jobs: int = 0) -> list[Node | FileError]:
     method = "fork" if threading.active_count() == 1 and "fork" in get_all_start_methods() else "forkserver"
     before = {p.pid for p in active_children()}
     try:
+        # A forkserver's workers are the server's children, not ours: the parent check is for fork only.
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context(method), initializer=_worker_start,
-                                   initargs=(os.getpid(),))
+                                   initargs=(os.getpid() if method == "fork" else None,))
     except OSError:
         return read_chunk(files)
     done = False
@@ -172,7 +173,7 @@ def read_files(files: list[str], jobs: int = 0) -> list[Node | FileError]:
         pool.shutdown(wait=done, cancel_futures=True)
 
 
-def _worker_start(parent: int) -> None:
+def _worker_start(parent: int | None) -> None:
     """In each worker: die with the parent, and leave signals to it."""
     import signal
 
@@ -183,7 +184,7 @@ def _worker_start(parent: int) -> None:
         if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, signal.SIG_DFL)
     _die_with_parent()
-    if os.getppid() != parent:  # the parent died before the request took effect
+    if parent is not None and os.getppid() != parent:  # the parent died before the request took effect
         os._exit(1)
 
 
