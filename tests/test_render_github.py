@@ -73,3 +73,24 @@ def test_information_becomes_a_notice_only_where_it_points_at_a_line() -> None:
     located = replace(report, findings=[replace(info[0], evidence=at_line)])
     (notice,) = [ln for ln in render(located).splitlines() if ln.startswith("::")]
     assert notice.startswith("::notice file=Dockerfile,line=9,")
+
+
+def test_the_cli_annotates_a_dockerfile_by_its_path_in_the_checkout(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    checkout = tmp_path / "repo"
+    (checkout / "docker").mkdir(parents=True)
+    (checkout / "docker" / "Dockerfile").write_text(
+        "FROM python:3.11-slim\nRUN pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cpu\n")
+    env = {**os.environ, "GITHUB_WORKSPACE": str(checkout)}
+    done = subprocess.run([sys.executable, "-m", "doctor", "check", "--dockerfile", "docker/Dockerfile", "--format",
+                           "github"], capture_output=True, text=True, cwd=checkout, env=env, timeout=120, check=False)
+    located = [ln for ln in done.stdout.splitlines() if ln.startswith("::") and " file=" in ln]
+    assert located, done.stdout + done.stderr
+    assert all(" file=docker/Dockerfile,line=" in ln for ln in located)
+    outside = subprocess.run([sys.executable, "-m", "doctor", "check", "--dockerfile",
+                              str(checkout / "docker" / "Dockerfile"), "--format", "github"], capture_output=True,
+                             text=True, cwd=tmp_path, env=env, timeout=120, check=False)
+    assert " file=docker/Dockerfile,line=" in outside.stdout  # an absolute path inside the checkout too
