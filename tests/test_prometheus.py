@@ -246,3 +246,15 @@ def test_a_report_with_too_little_evidence_is_not_ready() -> None:
     found = samples(render(report))
     assert value(found, "gpu_doctor_ready") == 0
     assert value(found, "gpu_doctor_status", status="unknown") == 1
+
+
+@pytest.mark.parametrize("dockerfile", sorted(p.name for p in (REPO / "tests" / "data" / "dockerfiles").glob("*")
+                                              if p.suffix == ".Dockerfile"))
+def test_a_real_dockerfiles_report_scrapes_clean(dockerfile: str) -> None:
+    from hostile import run_cli
+
+    done = run_cli(["check", "--dockerfile", str(REPO / "tests" / "data" / "dockerfiles" / dockerfile), "--format",
+                    "prometheus"])
+    assert done.code in (0, 1, 4), done.err
+    found = samples(done.out)
+    assert len(found["gpu_doctor_ready"]) == 1 and found["gpu_doctor_last_run_timestamp_seconds"]
