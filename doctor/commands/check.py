@@ -278,7 +278,8 @@ def write_report(report: Any, fmt: str, path: str, strict: bool = False, elapsed
         pipeline.write(report, fmt, path, strict=strict, **_render_options(elapsed))
     except OutputError as exc:
         raise UsageError(f"--output {exc}") from None
-    print(f"gpu-doctor: wrote {path}", file=sys.stderr)
+    if path != "-":
+        print(f"gpu-doctor: wrote {path}", file=sys.stderr)
 
 
 def render_report(report: Any, fmt: str, verbose: bool = False, strict: bool = False,

@@ -70,7 +70,7 @@ def _write(fleet: Fleet, fmt: str, output: str | None) -> None:
             write_output(output or "-", text)
     except OutputError as exc:
         raise UsageError(f"--output {exc}") from None
-    if output:
+    if output and output != "-":
         print(f"gpu-doctor: wrote {output}", file=sys.stderr)
 
 

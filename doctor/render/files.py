@@ -11,7 +11,8 @@
   ``>`` would — never renamed over, which would replace the device node or the pipe with a regular file
   (as root that breaks the host); ``/dev/stdout`` and ``/dev/stderr`` are our own standard streams;
 * a FIFO that no process reads: refused at once (waiting for a reader would hang);
-* a block device (a disk), a socket, a directory: refused — a report is never written onto a disk.
+* a block device (a disk), a socket, a directory: refused — a report is never written onto a disk;
+* ``-``: standard output.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def write_output(path: str | Path, text: str, mode: int = 0o644) -> None:
     ``mode`` is the new regular file's (0o755 for a script); a device or FIFO written through keeps its own."""
     data = text.encode("utf-8", errors="backslashreplace")  # a lone surrogate is shown, not a crash
     target = os.fspath(path)
+    if target == "-":  # the usual name of standard output
+        _through_fd(target, 1, data)
+        return
     try:
         st = os.stat(target)  # follows links: what a write would reach
     except FileNotFoundError:
