@@ -2,9 +2,10 @@
 and `diff` read, and `fleet`'s worker processes under signals.
 
 Families (``ATTACK_COUNTS`` records how many inputs each tried; ``GPU_DOCTOR_ATTACK_COUNTS=FILE`` appends them):
-* output targets — ``--output`` onto a character device, a FIFO with and without a reader, /dev/stdout, a
-  symbolic link (to a file, to a device, to nothing), a directory, a socket, a block device: written through
-  or refused in one line, and the node is never replaced by a regular file;
+* output targets — ``--output`` (check, fleet) and ``-o`` (fix, pin) onto a character device, a FIFO with
+  and without a reader, /dev/stdout, a symbolic link (to a file, to a device, to nothing), a directory, a
+  socket, a block device: written through or refused in one line, and the node is never replaced by a
+  regular file nor chmod-ed;
 * prometheus label values — hostile snapshots and non-UTF-8 file names through `check` / `fleet --format
   prometheus`: never a crash, always a file node_exporter's textfile collector reads;
 * hostile reports — real reports with hostile values and wrong types through every `fleet` format and `diff`;
