@@ -212,3 +212,25 @@ def test_image_with_cuda_compat_package_mentions_forward_compat(tmp_path, capsys
                        cudnn=[Cudnn("9.1.0", "/usr/include/cudnn_version.h", "header")])
     _code, out, _ = run(["check", "--facts", write(tmp_path, facts), "--static", "-v"], capsys)
     assert "cuda-compat-12-4" in out and "forward compatibility" in out
+
+
+def test_junit_on_real_dockerfiles_points_every_located_case_at_a_real_line() -> None:
+    from pathlib import Path
+
+    from hostile import run_cli
+
+    data = Path(__file__).parent / "data" / "dockerfiles"
+    located = 0
+    for dockerfile in sorted(data.glob("*.Dockerfile")):
+        r = run_cli(["check", "--dockerfile", str(dockerfile), "--format", "junit"])
+        assert r.code in (0, 1, 4), r
+        suite = ET.fromstring(r.out.split("\n", 1)[1])
+        lines = dockerfile.read_text().splitlines()
+        for case in suite.iter("testcase"):
+            if case.get("file") is not None:
+                located += 1
+                assert case.get("file") == str(dockerfile)
+                assert 1 <= int(case.get("line")) <= len(lines)
+        assert not [c for c in suite.iter("testcase") if c.find("skipped") is not None
+                    and "not applicable" in (c.find("skipped").get("message") or "")]
+    assert located >= 8  # the findings of eight real Dockerfiles carry their lines
