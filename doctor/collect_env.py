@@ -621,6 +621,11 @@ def _torch(report: _Report, f: _Facts, rocm: bool) -> PyPackage | None:
         f.source("python_envs.packages.torch.arch_list", "torch warning 'The current PyTorch install supports "
                  "CUDA capabilities'")
     f.source("python_envs.packages", "PyTorch version / CUDA used to build PyTorch")
+    if rocm and available is not None:
+        # A ROCm build answers torch.cuda.is_available() about AMD GPUs: no evidence about an NVIDIA driver.
+        f.note(f"a ROCm build of PyTorch: 'Is CUDA available: {report.values.get('cuda_available')}' is about AMD "
+               "GPUs, not about an NVIDIA driver", f"{SOURCE}:Is CUDA available")
+        available = None
     # collect_env imported torch: what it answered is what --deep records
     deep = DeepResult(is_available=available, cuda=cuda, arch_list=arch) if available is not None or arch else None
     return PyPackage(name="torch", version=version, cuda=cuda, cpu_only=cpu_only, arch_list=arch, deep=deep)

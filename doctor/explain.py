@@ -221,6 +221,12 @@ def _notes(sig: Signature, text: str) -> list[str]:
         notes.append(f"The GPU is compute capability {cc[:-1]}.{cc[-1]} (sm_{cc}).")
     if sig.id == "jax.library_older_than_build" and groups.get("lib"):
         notes.append(f"JAX needs {groups['lib']} ≥ {groups['built']}; the one it loaded is {groups['found']}.")
+    if sig.id == "tf.gpu_below_minimum_capability" and groups.get("cc"):
+        notes.append(f"{groups['name'].strip()} is compute capability {groups['cc']}; this TensorFlow build supports "
+                     f"compute capability {groups['min']} and newer, so it runs on the CPU.")
+    if sig.id == "lib.driver_api_undefined_symbol" and groups.get("symbol"):
+        notes.append(f"{groups['symbol']} is a CUDA driver API function, exported by the driver's libcuda.so.1: the "
+                     "libcuda loaded does not have it.")
     if sig.id == "container.cuda_requirement" and groups.get("cuda"):
         notes.append(f"The image requires a driver that supports CUDA {groups['cuda']} (nvidia-smi's 'CUDA Version' "
                      "on the host must be at least that).")

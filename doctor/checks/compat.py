@@ -108,9 +108,8 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
                 "compiled with an unsupported toolchain' (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222). Framework "
                 "wheels that ship SASS for the GPU are not affected.",
                 evidence,
-                fix=f"Upgrade the driver to ≥ {(m.min_driver(cuda) or {}).get('linux_min_driver', '?')}, or compile "
-                    f"with a toolkit no newer than CUDA {drv_cuda or 'the driver supports'} (or build SASS for the "
-                    "GPU: -arch=sm_XX).")
+                fix=_upgrade_or(m.min_driver(cuda), f"compile with a toolkit no newer than CUDA "
+                                f"{drv_cuda or 'the driver supports'} (or build SASS for the GPU: -arch=sm_XX)."))
             continue
         if v.ok:
             yield ok(code, f"{who} runs on driver {_driver(facts) or facts.driver.cuda_driver_api} ({v.rule})",
@@ -134,9 +133,18 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
             fix = f"Install {pkg['package']} (NVIDIA's CUDA repository) and put /usr/local/cuda-{pkg['cuda']}/compat " \
                   "on LD_LIBRARY_PATH, or upgrade the driver."
         else:
-            fix = f"Upgrade the driver to ≥ {floor or '?'}, or use a build for an older CUDA{alt}."
-        yield finding(code, "fail", f"{who} needs a newer driver than {_driver(facts) or '?'}",
+            fix = (f"Upgrade the driver to ≥ {floor}, or use a build for an older CUDA{alt}." if floor else
+                   f"Upgrade the driver to one that supports CUDA {major_minor(cuda)}, or use a build for an older "
+                   f"CUDA{alt}.")
+        drv = _driver(facts) or f"the driver's (CUDA {beliefs.of(facts).driver_cuda.value})"
+        yield finding(code, "fail", f"{who} needs a newer driver than {drv}",
                       v.explanation + alt + ".", evidence, fix=fix, intents=intents)
+
+
+def _upgrade_or(row: Row | None, other: str) -> str:
+    """'Upgrade the driver to ≥ N, or …' — without a number when the matrix has none (never '≥ ?')."""
+    need = (row or {}).get("linux_min_driver")
+    return f"Upgrade the driver to ≥ {need}, or {other}" if need else f"Upgrade the driver, or {other}"
 
 
 def _owner(facts: Facts, who: str) -> tuple[str, PyPackage] | None:
@@ -579,7 +587,8 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                       fix=(f"Install the cuDNN {vtuple(built)[0]}.x the build expects (pip install "
                            f"nvidia-cudnn-cu{vtuple(p.cuda)[0]}), or remove the other cuDNN from LD_LIBRARY_PATH.")
                       if p.cuda and vtuple(p.cuda)[0] >= 11 else
-                      f"Install cuDNN {'.'.join(str(x) for x in vtuple(built)[:2])} for CUDA {p.cuda or '?'} "
+                      f"Install cuDNN {'.'.join(str(x) for x in vtuple(built)[:2])}"
+                      + (f" for CUDA {p.cuda} " if p.cuda else " for the build's CUDA ") +
                       "(NVIDIA's cuDNN archive; no pip wheel exists for it), or remove the other cuDNN from "
                       "LD_LIBRARY_PATH.",
                       # TensorFlow's [and-cuda] and JAX's [cudaNN] extras pin the cuDNN wheel the release needs.

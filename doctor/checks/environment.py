@@ -42,9 +42,12 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      + (f" (CUDA {pkg.cuda})" if pkg.cuda else ""), *evidence)
             continue
         static = bool(ctx.options.get("static"))
+        # No GPU and no driver seen, but a CUDA toolkit installed: someone meant this machine for GPU work.
+        intent = None if gpu_expected else _gpu_intent(facts)
         why = ("this image is checked as a GPU image (--static)" if static else "an NVIDIA GPU is attached"
                if gpu_present(facts) else "the NVIDIA driver is installed") if gpu_expected else \
-            "there is no NVIDIA GPU here either"
+            f"{intent}, though no NVIDIA GPU or driver was seen" if intent else \
+            "no NVIDIA GPU was seen here either"
         fix = _cpu_only_fix(pkg.name, pkg.version, _torch_variant_for(facts, ctx, pkg.version))
         conda = ""
         if static and facts.env.get("CONDA_PREFIX"):
@@ -54,7 +57,7 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      f"before `conda install` ({CONDA_VIRTUAL}).")
             fix += conda
         yield finding(
-            "framework.cpu_only_build", "fail" if gpu_expected else "info",
+            "framework.cpu_only_build", "fail" if gpu_expected else "warn" if intent else "info",
             f"{label(pkg)} in {exe} is a CPU-only build",
             f"It cannot use a GPU, and {why}. PyTorch raises 'Torch not compiled with CUDA enabled'; TensorFlow "
             "and JAX silently run on the CPU. A plain `pip install torch` on some platforms, or an index URL "
@@ -63,6 +66,13 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
             fix=fix,
             intents=[ReinstallFramework(exe, pkg.name, pkg.version, reason="cpu_only")] if gpu_expected else [],
         )
+
+
+def _gpu_intent(facts: Facts) -> str | None:
+    """What shows that GPU work is meant here although no GPU or driver was seen: a CUDA toolkit (not a pip
+    wheel a framework pulled in)."""
+    tk = next((t for t in facts.toolkits if t.source != "pip" and (t.version or t.nvcc_version)), None)
+    return f"a CUDA toolkit ({tk.version or tk.nvcc_version}) is installed" if tk else None
 
 
 def _torch_variant_for(facts: Facts, ctx: Context, version: str | None) -> tuple[str, str] | None:
