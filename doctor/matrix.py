@@ -425,10 +425,10 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
     if mvc and windows:
         mvc = {**mvc, "linux_min_driver": mvc.get(key)}
     if mvc and mvc.get("linux_min_driver") and driver_meets(driver, mvc["linux_min_driver"]):
+        asks = (f"driver {driver} is older than CUDA {major_minor(cuda)} asks for (≥ {need['linux_min_driver']})"
+                if need else f"the matrix has no minimum driver for CUDA {major_minor(cuda)}")
         return Verdict(True, "minor-version",
-                       (f"driver {driver} is older than CUDA {major_minor(cuda)} asks for (≥ {need['linux_min_driver']})"
-                        if need else f"the matrix has no minimum driver for CUDA {major_minor(cuda)}")
-                       + f", but CUDA {major}.x runs on any driver ≥ "
+                       asks + f", but CUDA {major}.x runs on any driver ≥ "
                        f"{mvc['linux_min_driver']} by minor-version compatibility (no JIT of newer PTX; a few newer "
                        "APIs return cudaErrorCallRequiresNewerDriver)", [r for r in (need, mvc) if r])
     own = int(driver.strip().lstrip("Rr")) if is_branch(driver) else branch(driver)

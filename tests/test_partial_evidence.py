@@ -1,0 +1,172 @@
+"""Judgement on partial evidence (issue 25): reason from what a report does say, never from what it leaves out.
+
+Each test is a defect class, on real public texts (tests/data/reports/, tests/data/collect_env/; their origin is in
+tests/data/SOURCES.md and tests/data/collect_env/SOURCES.md) or on facts shaped like them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import only
+from factories import make_facts
+
+from doctor import explain
+from doctor.collect_env import parse
+from doctor.engine import diagnose
+from doctor.facts import LibRef, PyPackage, PythonEnv, Toolkit
+from doctor.matrix import bundled
+
+DATA = Path(__file__).resolve().parent / "data"
+REPORTS = DATA / "reports"
+COLLECT_ENV = DATA / "collect_env"
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+# --- 8: CUDA component versions resolve to their release ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("version", "release"), [
+    ("12.4.131", "12.4"),      # nvcc's own V number (CUDA 12.4 Update 1)
+    ("12.4.127", "12.4"),      # nvidia-cuda-runtime-cu12's wheel version
+    ("11.0.207", "11.0"),      # version.txt of CUDA 11.0 (cupy/cupy#3827)
+    ("11.8.20220929", "11.8"),  # a runfile's date patch
+    ("12.4.1", "12.4.1"),      # a release is itself
+    ("12.4", "12.4"),
+])
+def test_a_component_version_resolves_to_its_cuda_release(version: str, release: str) -> None:
+    m = bundled()
+    assert m.cuda_release(version) == release
+    assert m.min_driver(version) is not None
+
+
+def test_an_unknown_cuda_resolves_to_nothing() -> None:
+    assert bundled().cuda_release("99.1.0") is None
+
+
+@pytest.mark.parametrize("version", ["12.4.131", "12.4.127"])
+def test_a_toolkit_named_by_its_component_version_runs_natively_without_a_placeholder(version: str) -> None:
+    # Before: no matrix row for "12.4.131", so a driver that runs CUDA 12.4 natively got "is newer than driver …
+    # supports natively" by the minor-version rule, and "≥ ?" in the text.
+    facts = make_facts(driver__kernel_module="550.54.15", driver__userspace="550.54.15", driver__cuda_driver_api=None,
+                       toolkits=[Toolkit(root="/usr/local/cuda", version=version, nvcc_version="12.4.131",
+                                         source="path")])
+    f = only(facts, "driver.too_old_for_cuda_runtime")
+    assert f.severity == "ok"
+    assert "?" not in f.title + (f.detail or "")
+
+
+# --- 11 / 12: error texts by family, with their causes ------------------------------------------------------
+
+EXPECTED = {
+    "cuda-memtest-31-ptx-unsupported-toolchain.txt": {"cuda.unsupported_ptx"},
+    "jaxsim-50-cuinit-unknown-after-suspend.txt": {"cuda.unknown_error", "jax.falling_back_to_cpu"},
+    "mineru-2664-libcudnn-graph-undefined-symbol.txt": {"lib.cuda_undefined_symbol"},
+    "mumax-167-cuda-error-unknown-after-wake.txt": {"cuda.unknown_error"},
+    "pycuda-255-undefined-cuDevicePrimaryCtxRelease_v2.txt": {"lib.driver_api_undefined_symbol"},
+    "pytorch-119989-system-cudnn-undefined-symbol.txt": {"lib.cuda_undefined_symbol"},
+    "pytorch-88639-cuda-unknown-after-suspend.txt": {"torch.cuda_unknown_error"},
+    "tf-112-grid-k520-minimum-capability-wrapped.txt": {"tf.gpu_below_minimum_capability"},
+    "tf-23385-minimum-cuda-capability.txt": {"tf.gpu_below_minimum_capability"},
+    "tf-23925-undefined-cuDevicePrimaryCtxGetState.txt": {"lib.driver_api_undefined_symbol"},
+    "tf-60854-dso-loader-libcudnn8.txt": {"lib.cudnn_not_found"},
+    "tilelang-182-undefined-cuTensorMapEncodeIm2col.txt": {"lib.driver_api_undefined_symbol"},
+}
+
+
+def test_every_collected_report_is_listed() -> None:
+    assert sorted(p.name for p in REPORTS.glob("*.txt")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_real_report_is_recognised_by_its_family(name: str) -> None:
+    found = {e.signature.id for e in explain.explain(read(REPORTS / name))}
+    assert found == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", ["jaxsim-50-cuinit-unknown-after-suspend.txt",
+                                  "mumax-167-cuda-error-unknown-after-wake.txt",
+                                  "pytorch-88639-cuda-unknown-after-suspend.txt"])
+def test_an_unknown_cuda_error_names_suspend_and_the_uvm_reload(name: str) -> None:
+    out = explain.render_text(explain.explain(read(REPORTS / name)), None)
+    assert "suspend" in out
+    assert "nvidia_uvm" in out
+
+
+def test_tensorflow_minimum_capability_notice_states_both_capabilities() -> None:
+    [e] = explain.explain(read(REPORTS / "tf-112-grid-k520-minimum-capability-wrapped.txt"))
+    assert e.notes == ["GRID K520 is compute capability 3.0; this TensorFlow build supports compute capability 3.5 "
+                       "and newer, so it runs on the CPU."]
+    assert [c.code for c in e.causes] == ["framework.arch_unsupported"]
+
+
+def test_an_undefined_driver_api_symbol_is_about_libcuda_not_a_sibling_library() -> None:
+    [e] = explain.explain(read(REPORTS / "tilelang-182-undefined-cuTensorMapEncodeIm2col.txt"))
+    assert "cuTensorMapEncodeIm2col is a CUDA driver API function" in e.notes[0]
+    assert "framework.cuda_newer_than_driver" in [c.code for c in e.causes]
+
+
+def test_tensorflow_failing_to_load_any_cuda_library_is_recognised_on_windows_too() -> None:
+    text = ("W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library "
+            "'cusolver64_11.dll'; dlerror: cusolver64_11.dll not found")
+    assert [e.signature.id for e in explain.explain(text)] == ["tf.cuda_library_not_loaded"]
+
+
+# --- 14: "ready" needs evidence -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["pytorch-121067-macos-no-gpu-torch2.2.2.txt",
+                                  "pytorch-137846-windows11-cpu-nightly-no-gpu.txt"])
+def test_a_cpu_build_with_no_gpu_seen_is_unknown_not_ready(name: str) -> None:
+    report = diagnose(parse(read(COLLECT_ENV / name)))
+    assert report.status == "unknown"
+    assert not [f for f in report.findings if f.severity == "fail"]
+
+
+def test_a_rocm_report_saying_cuda_is_available_is_no_nvidia_evidence() -> None:
+    report = diagnose(parse(read(COLLECT_ENV / "pytorch-44106-rocm-build-torch1.7.txt")))
+    codes = {f.code for f in report.findings}
+    assert "driver.missing" not in codes and "framework.cuda_unavailable" not in codes
+
+
+def _cpu_torch_facts(**extra: object):  # type: ignore[no-untyped-def]
+    return make_facts(driver__userspace=None, driver__kernel_module=None, driver__cuda_driver_api=None,
+                      driver__module_loaded=None, driver__packages=[], driver__device_nodes=[],
+                      driver__module_for_running_kernel=None, driver__module_for_next_boot_kernel=None,
+                      driver__nouveau_loaded=None, driver__secure_boot=None,
+                      loader__libcuda=None, loader__libcudart=None, gpus=[], host__pci_nvidia_gpus=None,
+                      cudnn=[], sources={}, python_envs=[PythonEnv("/venv/bin/python", "3.11.9", packages=[
+                          PyPackage("torch", "2.5.1+cpu", cpu_only=True)])], **extra)
+
+
+def test_a_cpu_build_beside_an_installed_toolkit_is_a_warning() -> None:
+    facts = _cpu_torch_facts(toolkits=[Toolkit(root="/usr/local/cuda-12.4", version="12.4.1",
+                                               nvcc_version="12.4.131", source="path")],
+                             loader__nvcc_on_path=LibRef("/usr/local/cuda-12.4/bin/nvcc", "12.4.131"))
+    f = only(facts, "framework.cpu_only_build")
+    assert f.severity == "warn"
+    assert "a CUDA toolkit (12.4.1) is installed" in f.detail
+
+
+def test_a_cpu_build_with_no_gpu_intent_stays_information() -> None:
+    facts = _cpu_torch_facts(toolkits=[], loader__nvcc_on_path=None)
+    assert only(facts, "framework.cpu_only_build").severity == "info"
+    assert diagnose(facts).status == "unknown"
+
+
+# --- 17: no placeholders ----------------------------------------------------------------------------------
+
+PLACEHOLDER = re.compile(r"(?<![\w'])\?(?![\w'])")  # a lone "?" standing for a value
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in COLLECT_ENV.glob("*.txt")))
+def test_no_placeholder_in_a_title_or_a_fix(name: str) -> None:
+    for f in diagnose(parse(read(COLLECT_ENV / name))).findings:
+        fix = f.fix.summary if f.fix else ""
+        assert not PLACEHOLDER.search(f.title), f.title
+        assert not PLACEHOLDER.search(fix or ""), fix
