@@ -490,7 +490,9 @@ def _gpus(report: _Report, f: _Facts, rocm: bool) -> list[Gpu]:
         return []
     if not names:
         f.unknown("gpus", report.values.get("gpus"))
-        return []
+        # The GPU list is missing (cut off, or 'Could not collect'), but torch's own warnings name the GPU they
+        # found: that is evidence of the GPU and its compute capability.
+        return _gpus_from_warnings(report, f)
     ccs: dict[str, str] = {}
     for m in _warnings(report.text, _ARCH_WARNING, ARCH_ANCHOR):
         cc = m.group("cc")
@@ -509,6 +511,27 @@ def _gpus(report: _Report, f: _Facts, rocm: bool) -> list[Gpu]:
         gpus.append(Gpu(index=index, name=name, compute_capability=cc, source=SOURCE, mig_devices=mig,
                         mig_mode=True if mig else None))
     f.source("gpus", "GPU models and configuration")
+    return gpus
+
+
+def _gpus_from_warnings(report: _Report, f: _Facts) -> list[Gpu]:
+    found: dict[str, tuple[int | None, str, str]] = {}
+    for m in _warnings(report.text, _OLD_GPU_WARNING, OLD_GPU_ANCHOR):
+        found.setdefault(_gpu_key(m.group("name")), (small_int(m.group("index"), 6), m.group("name").strip(),
+                                                     f"{m.group('major')}.{m.group('minor')}"))
+    for m in _warnings(report.text, _ARCH_WARNING, ARCH_ANCHOR):
+        cc = m.group("cc")
+        name = re.sub(r"^.*Warning:\s*", "", m.group("name").strip())  # "…: UserWarning: NVIDIA GeForce RTX 5090"
+        found.setdefault(_gpu_key(name), (None, name, f"{cc[:-1]}.{cc[-1]}"))
+    gpus = []
+    for i, (index, name, cc) in enumerate(found.values()):
+        n = index if index is not None else i
+        if not name:
+            continue
+        f.source(f"gpus[{n}].compute_capability", "torch warning naming the GPU and its CUDA capability")
+        gpus.append(Gpu(index=n, name=name, compute_capability=cc, source=SOURCE))
+    if gpus:
+        f.source("gpus", "torch warning naming the GPU it found")
     return gpus
 
 

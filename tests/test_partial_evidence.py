@@ -170,3 +170,41 @@ def test_no_placeholder_in_a_title_or_a_fix(name: str) -> None:
         fix = f.fix.summary if f.fix else ""
         assert not PLACEHOLDER.search(f.title), f.title
         assert not PLACEHOLDER.search(fix or ""), fix
+
+
+# --- 10: a cut-short report is unknown, not absent; what the error itself states is evidence -----------------
+
+
+def _cuts(name: str) -> list[str]:
+    lines = read(COLLECT_ENV / name).splitlines()
+    return ["\n".join(lines[:n]) for n in range(3, len(lines), 2)]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in COLLECT_ENV.glob("*.txt")))
+def test_a_report_cut_short_gains_no_failure_the_whole_report_does_not_have(name: str) -> None:
+    from doctor.collect_env import CollectEnvError
+
+    full = {f.code for f in diagnose(parse(read(COLLECT_ENV / name))).findings if f.severity == "fail"}
+    for text in _cuts(name):
+        try:
+            facts = parse(text)
+        except CollectEnvError:
+            continue
+        extra = {f.code for f in diagnose(facts).findings if f.severity == "fail"} - full
+        assert not extra, (name, text.count("\n") + 1, extra)
+
+
+def test_is_cuda_available_no_with_the_driver_line_cut_off_is_a_warning_not_an_unexplained_failure() -> None:
+    lines = read(COLLECT_ENV / "pytorch-30071-torch1.3.1-8x-titan-xp-driver410.txt").splitlines()
+    cut = "\n".join(lines[:13])  # ends inside the GPU list, before "Nvidia driver version: 410.48"
+    f = only(parse(cut), "framework.cuda_unavailable")
+    assert f.severity == "warn"
+    assert "driver version is unknown" in f.title
+
+
+def test_the_gpu_torch_names_in_its_warning_is_evidence_when_the_gpu_list_is_missing() -> None:
+    text = re.sub(r"GPU models and configuration:.*\n", "",
+                  read(COLLECT_ENV / "pytorch-150733-rtx5090d-torch2.6-cu126.txt"))
+    facts = parse(text)
+    assert [(g.name, g.compute_capability) for g in facts.gpus] == [("NVIDIA GeForce RTX 5090 D", "12.0")]
+    assert only(facts, "framework.arch_unsupported").severity == "fail"

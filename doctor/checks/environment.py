@@ -448,6 +448,18 @@ def cuda_unavailable(facts: Facts, ctx: Context) -> Iterator[Finding]:
         if b.libcuda.value == "stub":
             causes.append("the loader resolves the toolkit's stub libcuda (see loader.libcuda_stub)")
         said = f" It said: {deep.error!r}." if deep.error else ""
+        if not causes and not (drv or b.driver_cuda.value):
+            # A report cut short (or a driver line 'Could not collect') leaves the likeliest causes unknown:
+            # that is not "no cause is visible".
+            yield finding(
+                "framework.cuda_unavailable", "warn",
+                f"{label(p)} is a CUDA build but sees no GPU; the driver version is unknown",
+                f"{label(p)} in {exe} answered that CUDA is not available." + said + " The facts do not say which "
+                "NVIDIA driver version is installed, so a driver too old for its CUDA"
+                + (f" {p.cuda}" if p.cuda else "") + " (or a missing or unloaded one) is not ruled out.", evidence,
+                fix="Run `nvidia-smi` and `gpu-doctor check` on the machine itself: they show the driver and the "
+                    "CUDA version it supports.")
+            continue
         if causes:
             yield finding(
                 "framework.cuda_unavailable", "warn",
