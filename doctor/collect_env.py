@@ -362,6 +362,12 @@ def _facts(report: _Report) -> Facts:
               for p in env.packages if re.fullmatch(r"nvidia-cudnn-cu\d+", p.name) and p.version]
     cudnn += [Cudnn(version=p.version, location=f"{env.executable} [conda {p.name}]", source="conda")
               for p in env.packages if p.name == "cudnn" and p.version]
+    from doctor.probes.cuda import pip_toolkits
+
+    wheels = pip_toolkits([env])  # nvidia-cuda-nvcc / -runtime wheels: the ptxas XLA and Triton use
+    if wheels:
+        toolkits = [*toolkits, *wheels]
+        f.source("toolkits", "Versions of relevant libraries (nvidia-cuda-* wheels)")
     f.note("collect_env does not report the kernel module, the libraries the loader finds, LD_LIBRARY_PATH, "
            "CUDA_VISIBLE_DEVICES or whether it ran in a container: checks that need them judge from what is known")
     return Facts(

@@ -76,6 +76,7 @@ EXPECTED = {
     "tf-23925-undefined-cuDevicePrimaryCtxGetState.txt": {"lib.driver_api_undefined_symbol"},
     "tf-60854-dso-loader-libcudnn8.txt": {"lib.cudnn_not_found"},
     "tilelang-182-undefined-cuTensorMapEncodeIm2col.txt": {"lib.driver_api_undefined_symbol"},
+    "xla-nvptx-compiler-ptxas-12.3.107-driver-12.0.txt": {"xla.ptxas_newer_than_driver"},
 }
 
 
@@ -208,3 +209,32 @@ def test_the_gpu_torch_names_in_its_warning_is_evidence_when_the_gpu_list_is_mis
     facts = parse(text)
     assert [(g.name, g.compute_capability) for g in facts.gpus] == [("NVIDIA GeForce RTX 5090 D", "12.0")]
     assert only(facts, "framework.arch_unsupported").severity == "fail"
+
+
+# --- 7: JIT compilers — the pip ptxas of XLA and Triton ---------------------------------------------------
+
+
+def test_a_pip_ptxas_newer_than_the_drivers_cuda_warns_without_nvcc_on_path() -> None:
+    from doctor.probes.cuda import pip_toolkits
+
+    env = PythonEnv("/venv/bin/python", "3.11.9", packages=[
+        PyPackage("jax", "0.4.35"), PyPackage("jaxlib", "0.4.35", cpu_only=False),
+        PyPackage("jax-cuda12-plugin", "0.4.35"), PyPackage("nvidia-cuda-nvcc-cu12", "12.6.77", cuda="12")])
+    facts = make_facts(driver__kernel_module="550.54.15", driver__userspace="550.54.15", driver__cuda_driver_api="12.4",
+                       toolkits=pip_toolkits([env]), loader__nvcc_on_path=None, python_envs=[env])
+    f = only(facts, "driver.too_old_for_cuda_runtime")
+    assert f.severity == "warn"
+    assert "nvidia-cuda-nvcc-cu12" in f.title and "PTX" in f.title
+
+
+def test_xlas_ptxas_warning_reads_ptxas_component_version_as_its_cuda_release() -> None:
+    [e] = explain.explain(read(REPORTS / "xla-nvptx-compiler-ptxas-12.3.107-driver-12.0.txt"))
+    assert e.signature.id == "xla.ptxas_newer_than_driver"
+    assert e.notes == ["ptxas is CUDA 12.3 (12.3.107); the driver supports CUDA 12.0."]
+
+
+def test_a_report_listing_the_nvcc_wheel_carries_it_as_a_compiler() -> None:
+    text = read(COLLECT_ENV / "pytorch-40682-windows-server-torch1.5.0-cu101-quoted.txt")
+    text = text.replace("> [pip] numpy==", "> [pip] nvidia-cuda-nvcc-cu12==12.6.77\n> [pip] numpy==", 1)
+    facts = parse(text)
+    assert [(t.version, t.nvcc_version) for t in facts.toolkits if t.source == "pip"] == [("12.6", "12.6.77")]

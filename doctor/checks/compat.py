@@ -61,6 +61,10 @@ def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
     """(who, cuda version, kind) for every CUDA runtime on the machine: toolkits and framework builds."""
     out = [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
            for t in facts.toolkits if t.version and t.source != "pip"]
+    # The pip nvidia-cuda-nvcc wheel is the ptxas XLA (jax[cuda12]) and Triton compile with: a compiler like a
+    # toolkit's, judged the same way (a ptxas newer than the driver's CUDA emits code the driver cannot load).
+    out += [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
+            for t in facts.toolkits if t.version and t.source == "pip" and t.nvcc_version]
     for env in facts.python_envs:
         for p in env.packages:
             if p.cpu_only or not p.cuda:
