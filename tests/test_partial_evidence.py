@@ -238,3 +238,25 @@ def test_a_report_listing_the_nvcc_wheel_carries_it_as_a_compiler() -> None:
     text = text.replace("> [pip] numpy==", "> [pip] nvidia-cuda-nvcc-cu12==12.6.77\n> [pip] numpy==", 1)
     facts = parse(text)
     assert [(t.version, t.nvcc_version) for t in facts.toolkits if t.source == "pip"] == [("12.6", "12.6.77")]
+
+
+# --- 1 / 3: the framework's range and its cuDNN, for every framework ----------------------------------------
+
+
+def test_tensorflow_needing_cudnn_8_beside_only_cudnn_7_is_missing_its_cudnn() -> None:
+    from doctor.facts import Cudnn
+
+    env = PythonEnv("/venv/bin/python", "3.8", packages=[
+        PyPackage("tensorflow", "2.4.1", cuda="11.0", cudnn="8", cpu_only=False)])
+    facts = make_facts(python_envs=[env], cudnn=[Cudnn("7.6.5", "/usr/local/cuda/lib64/libcudnn.so.7.6.5", "library")])
+    f = only(facts, "cudnn.missing")
+    assert f.severity == "fail"
+    assert f.title.startswith("tensorflow 2.4.1 needs cuDNN 8, but only cuDNN 7.6.5")
+
+
+def test_a_tensorflow_cuda_build_without_build_info_takes_its_cudnn_from_its_release() -> None:
+    from doctor.checks.compat import built_cudnn
+
+    tf = PyPackage("tensorflow", "2.15.0", cpu_only=False)
+    assert built_cudnn(bundled(), tf) == ("8.9", "tf")
+    assert built_cudnn(bundled(), PyPackage("tensorflow", "2.15.0"))[0] is None  # CPU or GPU build: unknown

@@ -512,13 +512,15 @@ def _loaded_cudnn(facts: Facts, env: PythonEnv, p: PyPackage) -> tuple[str | Non
     return None, None
 
 
-def _built_cudnn(m: Matrix, p: PyPackage) -> tuple[str | None, str]:
+def built_cudnn(m: Matrix, p: PyPackage) -> tuple[str | None, str]:
     """(the cuDNN a build needs, the rule it is held to)."""
     if p.name == "torch":
         built = p.cudnn or (m.torch_variant(p.version, p.cuda) or {}).get("cudnn")
         return built, "torch"
     if p.name.startswith("tensorflow") or p.name == "tf-nightly":
-        return p.cudnn, "tf1" if (vtuple(p.version or "") or (0,))[0] == 1 else "tf"
+        # build_info states the cuDNN; without it, the release's tested build (a range bound by the version)
+        built = p.cudnn or ((m.tensorflow(p.version) or {}).get("cudnn") if p.cpu_only is False else None)
+        return built, "tf1" if (vtuple(p.version or "") or (0,))[0] == 1 else "tf"
     if p.name in ("jax", "jaxlib"):
         major = vtuple(p.cuda or "")[:1]
         rows = [r for r in m.rows("jax", "jax") if r.get("version") == (p.version or "").split("+")[0]
@@ -559,7 +561,7 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                       fix="Remove one of the two cuDNN installations (or point the include path and the library "
                           "path at the same one).")
     for env, p in pairs:
-        built, rule = _built_cudnn(m, p)
+        built, rule = built_cudnn(m, p)
         if not built or not vtuple(built):  # a recorded cuDNN that is not a version: nothing to compare
             continue
         loaded, src = _loaded_cudnn(facts, env, p)
