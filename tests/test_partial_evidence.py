@@ -260,3 +260,24 @@ def test_a_tensorflow_cuda_build_without_build_info_takes_its_cudnn_from_its_rel
     tf = PyPackage("tensorflow", "2.15.0", cpu_only=False)
     assert built_cudnn(bundled(), tf) == ("8.9", "tf")
     assert built_cudnn(bundled(), PyPackage("tensorflow", "2.15.0"))[0] is None  # CPU or GPU build: unknown
+
+
+# --- 9: facts matched by what they are, not how they were found ---------------------------------------------
+
+TK = Toolkit(root="/usr/local/cuda-12.4", version="12.4.1", nvcc_version="12.4.131", source="path")
+
+
+@pytest.mark.parametrize(("env", "sources"), [
+    ({"CUDA_HOME": "/usr/local/cuda-12.4/"}, {}),                     # the same path, written with a slash
+    ({"CUDA_HOME": "/usr/local//cuda-12.4"}, {}),
+    ({"CUDA_HOME": "/usr/local/cuda"}, {"toolkits.env:CUDA_HOME": "realpath:/usr/local/cuda-12.4"}),  # a symlink
+])
+def test_cuda_home_naming_a_toolkit_another_probe_found_is_that_toolkit(env: dict, sources: dict) -> None:
+    from doctor import beliefs
+
+    facts = make_facts(toolkits=[TK], env={**env, "PATH": "/usr/bin"})
+    facts = type(facts)(**{**facts.__dict__, "sources": {**facts.sources, "toolkits": "probes", **sources}})
+    assert beliefs.of(facts).build_toolkit.value == ("/usr/local/cuda-12.4", "12.4.1", "CUDA_HOME")
+    f = only(facts, "toolkit.cuda_home_invalid")
+    assert f.severity == "ok"
+    assert "no toolkit" not in f.title

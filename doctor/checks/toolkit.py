@@ -151,12 +151,11 @@ def cuda_home_invalid(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise Skip("the toolkit directories were not inspected here (a recorded report)")
     for var in set_vars:
         home = facts.env[var] or ""
-        tk = next((t for t in facts.toolkits if t.source == f"env:{var}"), None)
-        real = next((t for t in facts.toolkits if t.root.rstrip("/") == home.rstrip("/")), None)
+        t = beliefs.toolkit_named_by(facts, var)
         evidence = [ev(facts, f"env.{var}", home, "env")]
-        if tk or real:
-            t = tk or real
-            yield ok("toolkit.cuda_home_invalid", f"{var}={home} is CUDA {t.version if t else '?'}", *evidence)
+        if t:
+            yield ok("toolkit.cuda_home_invalid", f"{var}={home} is the toolkit at {t.root}"
+                     + (f" (CUDA {t.version})" if t.version else ""), *evidence)
             continue
         missing = any(e.probe == "toolkits" and var in e.reason and "does not exist" in e.reason
                       for e in facts.errors)
@@ -179,7 +178,7 @@ def multiple_conflicting(facts: Facts, ctx: Context) -> Iterator[Finding]:
     home_var = "CUDA_HOME" if facts.env.get("CUDA_HOME") else "CUDA_PATH" if facts.env.get("CUDA_PATH") else None
     if home_var:
         home = facts.env[home_var] or ""
-        tk = next((t for t in facts.toolkits if t.source == f"env:{home_var}"), None)
+        tk = beliefs.toolkit_named_by(facts, home_var)
         if tk and tk.version:
             claims.append((home_var, tk.version, ev(facts, f"env.{home_var}", f"{home} → CUDA {tk.version}")))
     cudart = facts.loader.libcudart
