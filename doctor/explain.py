@@ -124,7 +124,51 @@ def explain(text: str, facts: Facts | None = None, sigs: list[Signature] | None 
     out = []
     for sig, line in matched:
         verdicts = [_unknowable(_verdict(c, results, facts is not None), facts) for c in sig.causes]
-        out.append(Explanation(signature=sig, matched=line, causes=verdicts, notes=_notes(sig, text)))
+        notes = _notes(sig, text) + (_loader_path_notes(line, facts) if facts is not None else [])
+        out.append(Explanation(signature=sig, matched=line, causes=verdicts, notes=notes))
+    return out
+
+
+# A library the loader could not open by its soname: libcudart.so.11.0, libcublas.so.12, cublas64_11.dll, libcudnn.so.8.
+_SONAME = re.compile(r"\b(?P<lib>(?:lib)?(?P<name>cudart|cublasLt|cublas|cudnn)(?:_\w{1,30})?)"
+                     r"(?:\.so\.(?P<so>\d{1,3})(?:\.\d{1,3})*|64_(?P<dll>\d{1,3})\d?\.dll)")
+# Directories the loader searches without LD_LIBRARY_PATH (ld.so's defaults and the multiarch ld.so.conf entries).
+_DEFAULT_DIRS = frozenset({"/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
+                           "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"})
+# cuDNN's soname major is cuDNN's; the runtime's and cuBLAS's are the CUDA major (libcublas.so.10 since CUDA 10.1).
+
+
+def _loader_path_notes(line: str, facts: Facts) -> list[str]:
+    """For a library the loader could not open by its soname: which found toolkit or cuDNN has that soname, and
+    the directory to add — a dlopen error for a library that exists is the loader path, not a missing install."""
+    from doctor.matrix import vtuple
+
+    m = _SONAME.search(line)
+    if not m or ("cannot open shared object file" not in line and "not found" not in line):
+        return []
+    major = small_int(m.group("so") or m.group("dll") or "")
+    if major is None:
+        return []
+    windows = m.group("dll") is not None
+    path = (facts.env.get("LD_LIBRARY_PATH") or "").split(":")
+    dirs: list[tuple[str, str]] = []
+    if m.group("name") == "cudnn":
+        for c in facts.cudnn:
+            if c.source == "library" and c.location and c.location.startswith("/") and \
+                    (vtuple(c.version) or (0,))[0] == major:
+                dirs.append((c.location.rsplit("/", 1)[0], f"cuDNN {c.version}"))
+    else:
+        for t in facts.toolkits:
+            if t.source != "pip" and t.root.startswith("/") and (vtuple(t.version) or (0,))[0] == major:
+                dirs.append((f"{t.root}/bin" if windows else f"{t.root}/lib64", f"CUDA {t.version} at {t.root}"))
+    loaded = {r.path.rsplit("/", 1)[0] for r in (facts.loader.libcudart, facts.loader.libcudnn) if r and r.path}
+    out = []
+    for d, what in dict(dirs).items():
+        if d in path or d in loaded or d in _DEFAULT_DIRS:
+            continue  # the loader searches it already: the path is not the cause
+        how = (f"add {d} to PATH" if windows else f"add it — `export LD_LIBRARY_PATH={d}:$LD_LIBRARY_PATH`, or "
+               "list it in /etc/ld.so.conf.d/ and run `sudo ldconfig`")
+        out.append(f"{what} has {m.group('lib')} (major {major}), but the loader does not look in {d}: {how}.")
     return out
 
 

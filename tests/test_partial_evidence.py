@@ -281,3 +281,38 @@ def test_cuda_home_naming_a_toolkit_another_probe_found_is_that_toolkit(env: dic
     f = only(facts, "toolkit.cuda_home_invalid")
     assert f.severity == "ok"
     assert "no toolkit" not in f.title
+
+
+# --- 4: a dlopen error for a library that exists is the loader path -----------------------------------------
+
+
+def _with_toolkit_and_cudnn(cudnn_dir: str):  # type: ignore[no-untyped-def]
+    from doctor.facts import Cudnn
+
+    return make_facts(toolkits=[Toolkit(root="/usr/local/cuda-11.8", version="11.8.0", nvcc_version="11.8.89",
+                                        source="path")],
+                      cudnn=[Cudnn("8.9.7", f"{cudnn_dir}/libcudnn.so.8.9.7", "library")],
+                      loader__libcudnn=None, loader__libcudart=None, env={"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"})
+
+
+def test_a_cuda_library_the_toolkit_has_names_the_directory_to_add() -> None:
+    text = ("Could not load dynamic library 'libcublas.so.11'; dlerror: libcublas.so.11: cannot open shared object "
+            "file: No such file or directory")
+    notes = [n for e in explain.explain(text, _with_toolkit_and_cudnn("/opt/cudnn/lib")) for n in e.notes]
+    assert notes and all("export LD_LIBRARY_PATH=/usr/local/cuda-11.8/lib64:$LD_LIBRARY_PATH" in n for n in notes)
+
+
+def test_a_cudnn_found_outside_the_loader_path_names_its_directory() -> None:
+    facts = _with_toolkit_and_cudnn("/opt/cudnn/lib")
+    [e] = explain.explain(read(REPORTS / "tf-60854-dso-loader-libcudnn8.txt"), facts)
+    assert e.notes == ["cuDNN 8.9.7 has libcudnn (major 8), but the loader does not look in /opt/cudnn/lib: add it — "
+                       "`export LD_LIBRARY_PATH=/opt/cudnn/lib:$LD_LIBRARY_PATH`, or list it in /etc/ld.so.conf.d/ "
+                       "and run `sudo ldconfig`."]
+
+
+def test_a_library_of_another_major_or_in_a_default_directory_is_not_a_loader_path_problem() -> None:
+    [e] = explain.explain(read(REPORTS / "tf-60854-dso-loader-libcudnn8.txt"),
+                          _with_toolkit_and_cudnn("/usr/lib/x86_64-linux-gnu"))
+    assert e.notes == []
+    text = "libcublas.so.12: cannot open shared object file: No such file or directory"
+    assert [n for e in explain.explain(text, _with_toolkit_and_cudnn("/opt/cudnn/lib")) for n in e.notes] == []
