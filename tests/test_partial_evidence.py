@@ -316,3 +316,31 @@ def test_a_library_of_another_major_or_in_a_default_directory_is_not_a_loader_pa
     assert e.notes == []
     text = "libcublas.so.12: cannot open shared object file: No such file or directory"
     assert [n for e in explain.explain(text, _with_toolkit_and_cudnn("/opt/cudnn/lib")) for n in e.notes] == []
+
+
+# --- 5: sub-library mixing — the loader path wins for what cuDNN opens by name --------------------------------
+
+
+def _torch_with_cudnn_wheel_and_system_cudnn(ld_path: str):  # type: ignore[no-untyped-def]
+    from doctor.facts import Cudnn
+
+    env = PythonEnv("/venv/bin/python", "3.10", packages=[
+        PyPackage("torch", "2.2.0", cuda="12.1", cudnn="8.9.2.26", cpu_only=False),
+        PyPackage("nvidia-cudnn-cu12", "8.9.2.26", cuda="12", cudnn="8.9.2.26")])
+    return make_facts(python_envs=[env], env={"LD_LIBRARY_PATH": ld_path},
+                      cudnn=[Cudnn("8.9.7", "/usr/local/cuda/lib64/libcudnn.so.8.9.7", "library"),
+                             Cudnn("8.9.2.26", "/venv/bin/python [nvidia-cudnn-cu12]", "pip")],
+                      loader__libcudnn=LibRef("/usr/local/cuda/lib64/libcudnn.so.8", "8.9.7"))
+
+
+def test_a_system_cudnn_on_ld_library_path_beside_torchs_cudnn_wheel_mixes_its_sub_libraries() -> None:
+    # pytorch/pytorch#119989: torch 2.2's wheel, a cuDNN 8 in /usr/local/cuda/lib64 on LD_LIBRARY_PATH
+    f = only(_torch_with_cudnn_wheel_and_system_cudnn("/usr/local/cuda/lib64"), "framework.libs_shadowed")
+    assert f.severity == "warn"
+    assert "/usr/local/cuda/lib64/libcudnn.so.8.9.7" in f.title
+    assert "sub-libraries" in f.detail
+
+
+def test_a_system_cudnn_off_ld_library_path_is_not_mixed() -> None:
+    f = only(_torch_with_cudnn_wheel_and_system_cudnn("/usr/local/nvidia/lib64"), "framework.libs_shadowed")
+    assert f.severity == "ok"

@@ -657,6 +657,19 @@ def _older_toolkit_on_ld_path(facts: Facts, env: PythonEnv, ld_dirs: list[str]) 
     return None
 
 
+def _cudnn_sublibraries_shadowed(facts: Facts, wheel: PyPackage, ld_dirs: list[str]) -> str | None:
+    """A cuDNN of another version than the wheel's in a directory on LD_LIBRARY_PATH (cuDNN's sub-libraries are
+    opened by name, so that directory wins for them even where DT_RPATH wins for libcudnn itself)."""
+    refs = [(c.location, c.version) for c in facts.cudnn if c.source == "library" and c.location]
+    if facts.loader.libcudnn:
+        refs.append((facts.loader.libcudnn.path, facts.loader.libcudnn.version))
+    for path, version in refs:
+        if path and path.rsplit("/", 1)[0].rstrip("/") in ld_dirs and "/nvidia/" not in path \
+                and version and vtuple(version)[:3] != vtuple(wheel.version)[:3]:
+            return f"{path} (cuDNN {version})"
+    return None
+
+
 def _rpath_wins(env: PythonEnv) -> bool:
     """torch's CUDA wheels find their nvidia-* wheels through DT_RPATH, which the loader searches before
     LD_LIBRARY_PATH: a directory there cannot shadow them."""
@@ -678,17 +691,37 @@ def libs_shadowed(facts: Facts, ctx: Context) -> Iterator[Finding]:
         for lib in loaded:
             name = lib.rsplit("/", 1)[-1]
             for prefix, wheel in wheels.items():
-                if wheel and name.startswith(prefix + ".") and "/nvidia/" not in lib:
+                # libcudnn.so.9 and its sub-libraries (libcudnn_ops.so.9, libcudnn_graph.so.9 …)
+                if wheel and re.match(rf"{prefix}(?:_\w+)?\.", name) and "/nvidia/" not in lib:
                     problems.append((prefix, lib, "loaded by the framework (--deep)"))
         ref = facts.loader.libcudnn
         if ref and wheels["libcudnn"] and ref.path.rsplit("/", 1)[0] in ld_dirs and not _rpath_wins(env):
-            problems.append(("libcudnn", f"{ref.path} (cuDNN {ref.version or '?'})", "first on LD_LIBRARY_PATH"))
+            version = f" (cuDNN {ref.version})" if ref.version else ""
+            problems.append(("libcudnn", f"{ref.path}{version}", "first on LD_LIBRARY_PATH"))
+        elif wheels["libcudnn"] and _rpath_wins(env):
+            sub = _cudnn_sublibraries_shadowed(facts, wheels["libcudnn"], ld_dirs)
+            if sub:
+                problems.append(("libcudnn_sub", sub, "on LD_LIBRARY_PATH, where cuDNN's sub-libraries are looked up"))
         older = _older_toolkit_on_ld_path(facts, env, ld_dirs)
         if older:
             problems.append(("libnvJitLink", older, "an older CUDA of the same major on LD_LIBRARY_PATH"))
         evidence = [ev(facts, "env.LD_LIBRARY_PATH"), *[Evidence("python_envs.packages", f"{w.name} {w.version}")
                                                        for w in wheels.values() if w]]
-        if problems and problems[0][0] == "libnvJitLink":
+        if problems and problems[0][0] == "libcudnn_sub":
+            _lib, path, how = problems[0]
+            wheel = wheels["libcudnn"]
+            yield finding(
+                "framework.libs_shadowed", "warn",
+                f"A system cuDNN on LD_LIBRARY_PATH ({path}) will be mixed with the {wheel.name} {wheel.version} wheel "
+                f"in {env.executable}",
+                "torch loads libcudnn.so from its wheel through DT_RPATH, but cuDNN opens its sub-libraries "
+                "(libcudnn_ops, libcudnn_cnn, libcudnn_graph …) by name, and the loader looks on LD_LIBRARY_PATH "
+                "first: the sub-libraries come from the other cuDNN, and 'Could not load library "
+                "libcudnn_cnn_train.so.8 … undefined symbol' / 'Invalid handle. Cannot load symbol' follows.",
+                [*evidence, Evidence("library", path, how)],
+                fix="Remove that cuDNN's directory from LD_LIBRARY_PATH for this environment (or unset "
+                    "LD_LIBRARY_PATH); the wheels need no LD_LIBRARY_PATH.")
+        elif problems and problems[0][0] == "libnvJitLink":
             _lib, path, how = problems[0]
             yield finding(
                 "framework.libs_shadowed", "warn",
