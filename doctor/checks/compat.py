@@ -658,14 +658,15 @@ def _older_toolkit_on_ld_path(facts: Facts, env: PythonEnv, ld_dirs: list[str]) 
 
 
 def _cudnn_sublibraries_shadowed(facts: Facts, wheel: PyPackage, ld_dirs: list[str]) -> str | None:
-    """A cuDNN of another version than the wheel's in a directory on LD_LIBRARY_PATH (cuDNN's sub-libraries are
-    opened by name, so that directory wins for them even where DT_RPATH wins for libcudnn itself)."""
+    """A cuDNN of the wheel's major but another version in a directory on LD_LIBRARY_PATH (cuDNN's sub-libraries
+    are opened by name, so that directory wins for them even where DT_RPATH wins for libcudnn itself)."""
     refs = [(c.location, c.version) for c in facts.cudnn if c.source == "library" and c.location]
     if facts.loader.libcudnn:
         refs.append((facts.loader.libcudnn.path, facts.loader.libcudnn.version))
     for path, version in refs:
         if path and path.rsplit("/", 1)[0].rstrip("/") in ld_dirs and "/nvidia/" not in path \
-                and version and vtuple(version)[:3] != vtuple(wheel.version)[:3]:
+                and version and vtuple(version)[:1] == vtuple(wheel.version)[:1] \
+                and vtuple(version)[:3] != vtuple(wheel.version)[:3]:  # another major has other sonames
             return f"{path} (cuDNN {version})"
     return None
 
