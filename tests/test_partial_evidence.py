@@ -344,3 +344,18 @@ def test_a_system_cudnn_on_ld_library_path_beside_torchs_cudnn_wheel_mixes_its_s
 def test_a_system_cudnn_off_ld_library_path_is_not_mixed() -> None:
     f = only(_torch_with_cudnn_wheel_and_system_cudnn("/usr/local/nvidia/lib64"), "framework.libs_shadowed")
     assert f.severity == "ok"
+
+
+# --- 17: the header names the interpreter actually tested ------------------------------------------------------
+
+
+def test_smoke_names_the_python_it_tested_in_its_header(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from doctor.cli import main
+
+    (tmp_path / "tv" / "bin").mkdir(parents=True)
+    (tmp_path / "tv" / "bin" / "python3").symlink_to(sys.executable)
+    main(["smoke", "--framework", "jax", "--python", str(tmp_path / "tv"), "--quiet"])
+    header = [line for line in capsys.readouterr().out.splitlines() if line.startswith("python: ")]
+    assert header == [f"python: {tmp_path}/tv/bin/python3 (given with --python)"]
