@@ -359,3 +359,12 @@ def test_smoke_names_the_python_it_tested_in_its_header(tmp_path: Path, capsys: 
     main(["smoke", "--framework", "jax", "--python", str(tmp_path / "tv"), "--quiet"])
     header = [line for line in capsys.readouterr().out.splitlines() if line.startswith("python: ")]
     assert header == [f"python: {tmp_path}/tv/bin/python3 (given with --python)"]
+
+
+def test_a_reports_interpreter_label_is_never_a_program_and_its_stated_driver_cuda_picks_the_build() -> None:
+    # pytorch/pytorch#112553: torch 2.1.0+cu121; torch's warning says the driver supports CUDA 11.4 (found 11040)
+    f = only(parse(read(COLLECT_ENV / "pytorch-112553-gke-cu121-driver-11040.txt")), "framework.cuda_newer_than_driver")
+    assert f.severity == "fail"
+    assert f.title == "torch 2.1.0+cu121 needs a newer driver than the one installed (it supports CUDA 11.4)"
+    steps = [" ".join(s.command) for s in (f.fix.steps if f.fix else [])]
+    assert steps == ["python -m pip install torch==2.1.0 --index-url https://download.pytorch.org/whl/cu118"]

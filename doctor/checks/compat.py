@@ -140,7 +140,7 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
             fix = (f"Upgrade the driver to ≥ {floor}, or use a build for an older CUDA{alt}." if floor else
                    f"Upgrade the driver to one that supports CUDA {major_minor(cuda)}, or use a build for an older "
                    f"CUDA{alt}.")
-        drv = _driver(facts) or f"the driver's (CUDA {beliefs.of(facts).driver_cuda.value})"
+        drv = _driver(facts) or f"the one installed (it supports CUDA {beliefs.of(facts).driver_cuda.value})"
         yield finding(code, "fail", f"{who} needs a newer driver than {drv}",
                       v.explanation + alt + ".", evidence, fix=fix, intents=intents)
 
