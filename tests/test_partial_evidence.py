@@ -368,3 +368,23 @@ def test_a_reports_interpreter_label_is_never_a_program_and_its_stated_driver_cu
     assert f.title == "torch 2.1.0+cu121 needs a newer driver than the one installed (it supports CUDA 11.4)"
     steps = [" ".join(s.command) for s in (f.fix.steps if f.fix else [])]
     assert steps == ["python -m pip install torch==2.1.0 --index-url https://download.pytorch.org/whl/cu118"]
+
+
+# --- 15: one fact, every consumer -----------------------------------------------------------------------------
+
+
+def test_nvidia_smis_cuda_version_reaches_fleet_prometheus_the_tui_and_diff() -> None:
+    import json
+
+    from doctor import diff, fleet
+    from doctor.render import prometheus
+    from doctor.tui import model
+
+    facts = make_facts(driver__cuda_driver_api=None, driver__smi_cuda_version="12.4")
+    report = diagnose(facts)
+    assert prometheus.versions(report)["cuda_driver_api"] == "12.4"
+    assert fleet.read_node(json.dumps(report.to_dict()), "n1", "n1.json").cuda_driver_api == "12.4"
+    assert "CUDA 12.4 (nvidia-smi)" in model.host_line(report)
+    older = make_facts(driver__cuda_driver_api=None, driver__smi_cuda_version="12.2")
+    changes = [str(c) for c in diff.diff_facts(older, facts)]
+    assert any("12.2" in c and "12.4" in c for c in changes), changes
