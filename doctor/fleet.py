@@ -113,7 +113,8 @@ _ACTIVE_AT = re.compile(r'\s*,\s*"active"\s*:\s*')
 # What the fleet reads from the facts, in their order (Facts' fields): each key is looked for after
 # the one before, so the facts are scanned once. The rest (driver packages, loader …) is skipped.
 _FACT_KEYS = (("host", "host"), ("driver", "kernel_module"), ("driver", "userspace"),
-              ("driver", "cuda_driver_api"), ("driver", "smi_cuda_version"), ("gpus", None), ("toolkits", None), ("python_envs", None),
+              ("driver", "cuda_driver_api"), ("driver", "smi_cuda_version"),
+              ("gpus", None), ("toolkits", None), ("python_envs", None),
               ("env", None))
 
 
