@@ -388,3 +388,15 @@ def test_nvidia_smis_cuda_version_reaches_fleet_prometheus_the_tui_and_diff() ->
     older = make_facts(driver__cuda_driver_api=None, driver__smi_cuda_version="12.2")
     changes = [str(c) for c in diff.diff_facts(older, facts)]
     assert any("12.2" in c and "12.4" in c for c in changes), changes
+
+
+# --- 16: derived is not observed ------------------------------------------------------------------------------
+
+
+def test_a_compute_capability_looked_up_by_name_is_credited_to_the_matrix_not_to_the_report() -> None:
+    facts = parse(read(COLLECT_ENV / "vllm-18467-vllm-format-4x-rtx2080ti-torch2.5.1-cu124.txt"))
+    assert facts.gpus[0].compute_capability is None  # collect_env names the GPU, never its capability
+    f = [x for x in diagnose(facts).findings if x.code == "framework.arch_unsupported"][0]
+    [cc] = [e for e in f.evidence if e.fact.endswith(".compute_capability")]
+    assert cc.value == "7.5"
+    assert cc.source is not None and cc.source.startswith("derived: compat/gpus.toml")

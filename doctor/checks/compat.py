@@ -151,6 +151,14 @@ def _upgrade_or(row: Row | None, other: str) -> str:
     return f"Upgrade the driver to ≥ {need}, or {other}" if need else f"Upgrade the driver, or {other}"
 
 
+def _cc_evidence(g: Gpu, cc: str | None) -> Evidence:
+    """A GPU's compute capability, credited to what says it: the probe that read it, or — when it was looked up
+    from the GPU's name — the matrix (derived, not observed)."""
+    if g.compute_capability:
+        return Evidence(f"gpus[{g.index}].compute_capability", cc, g.source)
+    return Evidence(f"gpus[{g.index}].compute_capability", cc, f"derived: compat/gpus.toml (by the name {g.name!r})")
+
+
 def _owner(facts: Facts, who: str) -> tuple[str, PyPackage] | None:
     """The (interpreter, package) a runtime label from :func:`runtimes` names."""
     return next(((env.executable, p) for env in facts.python_envs for p in env.packages if label(p) == who), None)
@@ -320,7 +328,7 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
         done = True
         for g in gpus:
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
-            evidence = [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
+            evidence = [_cc_evidence(g, cc),
                         Evidence("python_envs.packages",
                                  f"{label(pkg)} arch list {value_text(sass)}, PTX {value_text(ptx)}",
                                  "deep" if pkg.arch_list else "compat/pytorch.toml"),
@@ -378,7 +386,7 @@ def _arch_unknown(facts: Facts, m: Matrix, pkg: PyPackage, gpus: list[Gpu], exe:
                       f"This build's arch list is not in the matrix, but no PyTorch build for CUDA {major[0]}.x that "
                       f"the matrix knows carries code for sm_{cc.replace('.', '')} (the oldest target among them is "
                       f"sm_{oldest.replace('.', '')}); `gpu-doctor check --deep` reads the real list.",
-                      [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
+                      [_cc_evidence(g, cc),
                        Evidence("python_envs.packages", f"{label(pkg)} cuda={pkg.cuda}")],
                       fix="Confirm with `gpu-doctor check --deep`; an older PyTorch release (or a CUDA 11 build) may "
                           "still support this GPU (`gpu-doctor matrix gpu NAME`).")
@@ -440,7 +448,7 @@ def toolkit_arch(facts: Facts, ctx: Context) -> Iterator[Finding]:
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
             if not cc:
                 continue
-            evidence = [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
+            evidence = [_cc_evidence(g, cc),
                         Evidence("toolkits", f"{t.version} {t.root}", t.source), *row_evidence([row], "sm_support")]
             if cc in sms:
                 yield ok("toolkit.gpu_arch_unsupported", f"CUDA {major_minor(t.version)} compiles for {g.name} "
