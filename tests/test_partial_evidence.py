@@ -15,9 +15,9 @@ from factories import make_facts
 
 from doctor import explain
 from doctor.collect_env import parse
-from doctor.engine import diagnose
-from doctor.facts import LibRef, PyPackage, PythonEnv, Toolkit
 from doctor.matrix import bundled
+from doctor.model.facts import LibRef, PyPackage, PythonEnv, Toolkit
+from doctor.pipeline import diagnose
 
 DATA = Path(__file__).resolve().parent / "data"
 REPORTS = DATA / "reports"
@@ -244,7 +244,7 @@ def test_a_report_listing_the_nvcc_wheel_carries_it_as_a_compiler() -> None:
 
 
 def test_tensorflow_needing_cudnn_8_beside_only_cudnn_7_is_missing_its_cudnn() -> None:
-    from doctor.facts import Cudnn
+    from doctor.model.facts import Cudnn
 
     env = PythonEnv("/venv/bin/python", "3.8", packages=[
         PyPackage("tensorflow", "2.4.1", cuda="11.0", cudnn="8", cpu_only=False)])
@@ -287,7 +287,7 @@ def test_cuda_home_naming_a_toolkit_another_probe_found_is_that_toolkit(env: dic
 
 
 def _with_toolkit_and_cudnn(cudnn_dir: str):  # type: ignore[no-untyped-def]
-    from doctor.facts import Cudnn
+    from doctor.model.facts import Cudnn
 
     return make_facts(toolkits=[Toolkit(root="/usr/local/cuda-11.8", version="11.8.0", nvcc_version="11.8.89",
                                         source="path")],
@@ -322,7 +322,7 @@ def test_a_library_of_another_major_or_in_a_default_directory_is_not_a_loader_pa
 
 
 def _torch_with_cudnn_wheel_and_system_cudnn(ld_path: str):  # type: ignore[no-untyped-def]
-    from doctor.facts import Cudnn
+    from doctor.model.facts import Cudnn
 
     env = PythonEnv("/venv/bin/python", "3.10", packages=[
         PyPackage("torch", "2.2.0", cuda="12.1", cudnn="8.9.2.26", cpu_only=False),
@@ -396,7 +396,7 @@ def test_nvidia_smis_cuda_version_reaches_fleet_prometheus_the_tui_and_diff() ->
 def test_a_compute_capability_looked_up_by_name_is_credited_to_the_matrix_not_to_the_report() -> None:
     facts = parse(read(COLLECT_ENV / "vllm-18467-vllm-format-4x-rtx2080ti-torch2.5.1-cu124.txt"))
     assert facts.gpus[0].compute_capability is None  # collect_env names the GPU, never its capability
-    f = [x for x in diagnose(facts).findings if x.code == "framework.arch_unsupported"][0]
+    f = next(x for x in diagnose(facts).findings if x.code == "framework.arch_unsupported")
     [cc] = [e for e in f.evidence if e.fact.endswith(".compute_capability")]
     assert cc.value == "7.5"
     assert cc.source is not None and cc.source.startswith("derived: compat/gpus.toml")

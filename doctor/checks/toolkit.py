@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok, probed
 from doctor.checks.compat import built_cudnn
-from doctor.facts import Facts, PyPackage
-from doctor.findings import Evidence, Finding, FixStep
-from doctor.intents import OnlyIfWanted, ReinstallFramework
 from doctor.matrix import Matrix, vtuple
+from doctor.model.facts import Facts, PyPackage
+from doctor.model.findings import Evidence, Finding, FixStep
+from doctor.model.intents import OnlyIfWanted, ReinstallFramework
 from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "CUDA toolkit"
