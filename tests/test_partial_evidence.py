@@ -400,3 +400,21 @@ def test_a_compute_capability_looked_up_by_name_is_credited_to_the_matrix_not_to
     [cc] = [e for e in f.evidence if e.fact.endswith(".compute_capability")]
     assert cc.value == "7.5"
     assert cc.source is not None and cc.source.startswith("derived: compat/gpus.toml")
+
+
+# --- 6: when the host driver cannot go higher for the GPU, the build must come down ---------------------------
+
+
+def test_a_cuda_12_build_on_a_kepler_gpu_says_no_driver_can_help() -> None:
+    from doctor.model.facts import Gpu
+
+    k80 = Gpu(index=0, name="Tesla K80", compute_capability="3.7", source="nvml")
+    env = PythonEnv("/venv/bin/python", "3.10", packages=[PyPackage("torch", "2.1.0+cu121", cuda="12.1",
+                                                                      cpu_only=False)])
+    facts = make_facts(gpus=[k80], driver__kernel_module="470.182.03", driver__userspace="470.182.03",
+                       driver__cuda_driver_api="11.4", python_envs=[env], toolkits=[], loader__nvcc_on_path=None,
+                       loader__libcuda=LibRef("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "470.182.03"))
+    f = only(facts, "framework.cuda_newer_than_driver")
+    assert f.severity == "fail"
+    assert "its last driver branch is R470, which runs CUDA 11.4 at most" in f.detail
+    assert not any(type(i).__name__ == "InstallDriverBranch" for i in f.intents)

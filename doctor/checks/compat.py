@@ -11,7 +11,17 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, label, ok
-from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
+from doctor.matrix import (
+    Matrix,
+    Row,
+    Verdict,
+    branch,
+    current,
+    driver_meets,
+    driver_runs_cuda,
+    major_minor,
+    vtuple,
+)
 from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv
 from doctor.model.findings import Evidence, Finding, value_text
 from doctor.model.intents import (
@@ -140,9 +150,35 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
             fix = (f"Upgrade the driver to ≥ {floor}, or use a build for an older CUDA{alt}." if floor else
                    f"Upgrade the driver to one that supports CUDA {major_minor(cuda)}, or use a build for an older "
                    f"CUDA{alt}.")
+        capped = _driver_cannot_reach(m, facts, floor)
+        detail = v.explanation + alt + "."
+        if capped:
+            # No driver that runs this CUDA drives the GPU: the build (or the image) must come down instead.
+            g, arch, last, top = capped
+            fix = (f"No driver for {g.name} ({arch['name']}) runs CUDA {major_minor(cuda)}: its last driver branch is "
+                   f"R{last}" + (f", which runs CUDA {top} at most" if top else "") + ". Use a build (or a container "
+                   f"image) for CUDA {top or 'that branch supports'} instead; upgrading the driver cannot help.")
+            intents = [i for i in intents if not isinstance(i, InstallDriverBranch)]
+            evidence.append(Evidence("gpu", f"{g.name}: last driver branch R{last}", arch.get("source")))
+            detail += " " + fix.split(" Use a build")[0]
         drv = _driver(facts) or f"the one installed (it supports CUDA {beliefs.of(facts).driver_cuda.value})"
-        yield finding(code, "fail", f"{who} needs a newer driver than {drv}",
-                      v.explanation + alt + ".", evidence, fix=fix, intents=intents)
+        yield finding(code, "fail", f"{who} needs a newer driver than {drv}", detail, evidence, fix=fix,
+                      intents=intents)
+
+
+def _driver_cannot_reach(m: Matrix, facts: Facts, floor: str | None) -> tuple[Gpu, Row, int, str | None] | None:
+    """A GPU whose last supported driver branch is below the driver a CUDA needs: (GPU, its architecture row,
+    that branch, the newest CUDA that branch runs natively)."""
+    need = branch(floor) if floor else None
+    if need is None:
+        return None
+    for g in _gpus(facts):
+        _row, arch = m.gpu_for_facts(g.name, g.compute_capability)
+        last = (arch or {}).get("last_driver_branch")
+        if arch and last and str(last).isdigit() and int(last) < need:
+            top = m.newest_cuda_for_driver(str(last))
+            return g, arch, int(last), major_minor(top["version"]) if top else None
+    return None
 
 
 def _upgrade_or(row: Row | None, other: str) -> str:
