@@ -120,6 +120,7 @@ def explain(text: str, facts: Facts | None = None, sigs: list[Signature] | None 
     matched = match(text, sigs)
     results: dict[str, tuple[str, str | None, list[Any]]] = {}
     if facts is not None and matched:
+        facts = with_stated_facts(facts, bounded(text))
         results = _run_checks(facts, {c.code for sig, _line in matched for c in sig.causes}, ctx)
     out = []
     for sig, line in matched:
@@ -127,6 +128,44 @@ def explain(text: str, facts: Facts | None = None, sigs: list[Signature] | None 
         notes = _notes(sig, text) + (_loader_path_notes(line, facts) if facts is not None else [])
         out.append(Explanation(signature=sig, matched=line, causes=verdicts, notes=notes))
     return out
+
+
+# What an error message itself states about the machine is evidence (a report cut short is not):
+# torch's "driver on your system is too old (found version 11040)", XLA's "The NVIDIA driver's CUDA version is
+# 12.0", TensorFlow's "Ignoring visible gpu device (… name: X …) with Cuda compute capability 3.0".
+_TORCH_FOUND = re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d{4,6})\)")
+_XLA_DRIVER_CUDA = re.compile(r"The NVIDIA driver's CUDA version is (?P<v>\d{1,3}\.\d{1,3}) which is older")
+_TF_GPU_CC = re.compile(r"Ignoring (?:visible )?gpu device \((?:device: \d+, )?name: (?P<name>[^,\n]{1,80}),"
+                        r"[^)]{0,120}\)\s{0,20}with Cuda compute capability (?P<cc>\d{1,2}\.\d)")
+
+
+def with_stated_facts(facts: Facts, text: str) -> Facts:
+    """The facts plus what the error text states and the facts leave unknown (never replacing a known value)."""
+    from dataclasses import replace
+
+    d = facts.driver
+    sources = dict(facts.sources)
+    if not d.cuda_driver_api and not d.smi_cuda_version:
+        m = _TORCH_FOUND.search(text)
+        n = small_int(m.group("v")) if m else None
+        api = f"{n // 1000}.{(n % 1000) // 10}" if n else None
+        if not api:
+            x = _XLA_DRIVER_CUDA.search(text)
+            api = x.group("v") if x else None
+        if api:
+            d = replace(d, cuda_driver_api=api)
+            sources.setdefault("driver.cuda_driver_api", "error text (the driver's CUDA version it states)")
+    gpus = list(facts.gpus)
+    for m in _TF_GPU_CC.finditer(text):
+        name, cc = m.group("name").strip(), m.group("cc")
+        key = " ".join(name.lower().replace("nvidia", "").split())
+        for i, g in enumerate(gpus):
+            if not g.compute_capability and " ".join((g.name or "").lower().replace("nvidia", "").split()) == key:
+                gpus[i] = replace(g, compute_capability=cc)
+                sources.setdefault(f"gpus[{g.index}].compute_capability", "error text (TensorFlow's device notice)")
+    if d is facts.driver and gpus == list(facts.gpus):
+        return facts
+    return replace(facts, driver=d, gpus=gpus, sources=sources)
 
 
 # A library the loader could not open by its soname: libcudart.so.11.0, libcublas.so.12, cublas64_11.dll, libcudnn.so.8.

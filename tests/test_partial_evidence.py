@@ -418,3 +418,24 @@ def test_a_cuda_12_build_on_a_kepler_gpu_says_no_driver_can_help() -> None:
     assert f.severity == "fail"
     assert "its last driver branch is R470, which runs CUDA 11.4 at most" in f.detail
     assert not any(type(i).__name__ == "InstallDriverBranch" for i in f.intents)
+
+
+# --- 10 (continued): what the error text itself states is evidence for the causes ----------------------------
+
+
+def test_the_driver_cuda_an_error_states_judges_its_causes_when_the_facts_do_not_know_it() -> None:
+    facts = make_facts(driver__cuda_driver_api=None, driver__smi_cuda_version=None, driver__kernel_module=None,
+                       driver__userspace=None, toolkits=[], loader__nvcc_on_path=None)
+    text = ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please update your GPU "
+            "driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx")
+    [e] = [x for x in explain.explain(text, facts) if x.signature.id == "torch.driver_too_old"]
+    assert "framework.cuda_newer_than_driver" in [c.code for c in e.applies]
+
+
+def test_tensorflows_device_notice_gives_the_gpu_its_compute_capability() -> None:
+    from doctor.model.facts import Gpu
+
+    facts = make_facts(gpus=[Gpu(index=0, name="GRID K520", source="collect_env")])
+    stated = explain.with_stated_facts(facts, read(REPORTS / "tf-112-grid-k520-minimum-capability-wrapped.txt"))
+    assert stated.gpus[0].compute_capability == "3.0"
+    assert explain.with_stated_facts(make_facts(), "no statement here") == make_facts()
