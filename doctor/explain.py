@@ -310,6 +310,9 @@ def _notes(sig: Signature, text: str) -> list[str]:
     if sig.id == "lib.driver_api_undefined_symbol" and groups.get("symbol"):
         notes.append(f"{groups['symbol']} is a CUDA driver API function, exported by the driver's libcuda.so.1: the "
                      "libcuda loaded does not have it.")
+    if sig.id == "vllm.dtype_needs_capability" and groups.get("cc"):
+        notes.append(f"{groups['name'].strip()} is compute capability {groups['cc']}; bfloat16 needs "
+                     f"{groups['min']}: run the model in float16.")
     if sig.id == "xla.ptxas_newer_than_driver" and groups.get("ptxas"):
         ptxas = ".".join(groups["ptxas"].split(".")[:2])  # 12.5.40 is ptxas's component number: CUDA 12.5
         notes.append(f"ptxas is CUDA {ptxas} ({groups['ptxas']}); the driver supports CUDA {groups['driver']}.")

@@ -77,6 +77,9 @@ EXPECTED = {
     "tf-60854-dso-loader-libcudnn8.txt": {"lib.cudnn_not_found"},
     "tilelang-182-undefined-cuTensorMapEncodeIm2col.txt": {"lib.driver_api_undefined_symbol"},
     "xla-nvptx-compiler-ptxas-12.3.107-driver-12.0.txt": {"xla.ptxas_newer_than_driver"},
+    "vllm-1157-bfloat16-tesla-t4.txt": {"vllm.dtype_needs_capability"},
+    "jax-15742-dnn-library-initialization-failed.txt": {"xla.dnn_init_failed"},
+    "triton-2971-device-kernel-image-invalid.txt": {"triton.kernel_image_invalid"},
 }
 
 
