@@ -627,6 +627,11 @@ def _torch(report: _Report, f: _Facts, rocm: bool) -> PyPackage | None:
     built = report.values.get("torch_cuda")
     # torch.version.cuda is "12.1"; old conda builds said "10.1.243": the matrix keys builds by major.minor
     cuda = _major_minor(_version_in(built)) if _state(built) == "known" else None
+    tag = re.fullmatch(r"cu(\d{2,3})(\d)", local)
+    if cuda is None and tag and _state(built) == "missing":
+        # The 'CUDA used to build PyTorch' line is cut off, but the wheel's local tag names its CUDA (+cu121)
+        cuda = f"{int(tag.group(1))}.{tag.group(2)}"
+        f.source("python_envs.packages.torch.cuda", "PyTorch version (the wheel's local tag)")
     cpu_only: bool | None
     if rocm:
         cpu_only, cuda = False, None

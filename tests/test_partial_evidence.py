@@ -442,3 +442,12 @@ def test_tensorflows_device_notice_gives_the_gpu_its_compute_capability() -> Non
     stated = explain.with_stated_facts(facts, read(REPORTS / "tf-112-grid-k520-minimum-capability-wrapped.txt"))
     assert stated.gpus[0].compute_capability == "3.0"
     assert explain.with_stated_facts(make_facts(), "no statement here") == make_facts()
+
+
+def test_a_cut_build_line_leaves_the_wheels_local_tag_as_evidence_of_its_cuda() -> None:
+    name = "pytorch-112553-gke-cu121-driver-11040.txt"
+    text = re.sub(r"CUDA used to build PyTorch:.*\n", "", read(COLLECT_ENV / name))
+    facts = parse(text)
+    [torch] = [p for p in facts.python_envs[0].packages if p.name == "torch"]
+    assert (torch.cuda, torch.cpu_only) == ("12.1", False)
+    assert only(facts, "framework.cuda_newer_than_driver").severity == "fail"
