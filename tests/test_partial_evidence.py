@@ -451,3 +451,16 @@ def test_a_cut_build_line_leaves_the_wheels_local_tag_as_evidence_of_its_cuda() 
     [torch] = [p for p in facts.python_envs[0].packages if p.name == "torch"]
     assert (torch.cuda, torch.cpu_only) == ("12.1", False)
     assert only(facts, "framework.cuda_newer_than_driver").severity == "fail"
+
+
+# --- 2: a GPU below every build gets the arch finding even when the framework's version is unknown ------------
+
+
+def test_a_gpu_below_every_torch_build_warns_though_the_torch_version_is_unknown() -> None:
+    from doctor.model.facts import Gpu
+
+    gtx680 = Gpu(index=0, name="GeForce GTX 680", compute_capability="3.0", source="nvml")
+    env = PythonEnv("/venv/bin/python", "3.10", packages=[PyPackage("torch", None, cpu_only=False)])
+    f = only(make_facts(gpus=[gtx680], python_envs=[env]), "framework.arch_unsupported")
+    assert f.severity == "warn"
+    assert f.title == "torch most likely has no kernels for GeForce GTX 680 (sm_30)"

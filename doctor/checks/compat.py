@@ -348,8 +348,9 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
     gpus = [g for g in _gpus(facts) if g.compute_capability or m.gpu(g.name)]
     if not gpus:
         raise NotApplicable("no GPU with a known compute capability")
+    # A CUDA build whose CUDA (or version) is unknown is still judged against every build the matrix knows.
     pkgs = [(env.executable, p) for env in facts.python_envs for p in env.packages
-            if p.name == "torch" and not p.cpu_only and p.cuda]
+            if p.name == "torch" and not p.cpu_only and (p.cuda or p.cpu_only is False or p.arch_list)]
     if not pkgs:
         raise NotApplicable("no CUDA build of PyTorch (its arch list is what this rule reads)")
     done = False
@@ -409,9 +410,10 @@ def _arch_unknown(facts: Facts, m: Matrix, pkg: PyPackage, gpus: list[Gpu], exe:
         return
     major = vtuple(pkg.cuda or "")[:1]
     known = [v for row in m.rows("pytorch", "torch") for v in row.get("variant", [])
-             if v.get("arch_list") and vtuple(v["cuda"])[:1] == major]
+             if v.get("arch_list") and (not major or vtuple(v["cuda"])[:1] == major)]
     if not known:
         return
+    builds = f"PyTorch build for CUDA {major[0]}.x" if major else "PyTorch build of any release"
     for g in gpus:
         cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
         if not cc or any(_supports(cc, v["arch_list"], v.get("ptx")) for v in known):
@@ -419,7 +421,7 @@ def _arch_unknown(facts: Facts, m: Matrix, pkg: PyPackage, gpus: list[Gpu], exe:
         oldest = min((min(v["arch_list"], key=vtuple) for v in known), key=vtuple)
         yield finding("framework.arch_unsupported", "warn",
                       f"{label(pkg)} most likely has no kernels for {g.name} (sm_{cc.replace('.', '')})",
-                      f"This build's arch list is not in the matrix, but no PyTorch build for CUDA {major[0]}.x that "
+                      f"This build's arch list is not in the matrix, but no {builds} that "
                       f"the matrix knows carries code for sm_{cc.replace('.', '')} (the oldest target among them is "
                       f"sm_{oldest.replace('.', '')}); `gpu-doctor check --deep` reads the real list.",
                       [_cc_evidence(g, cc),
