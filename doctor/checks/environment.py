@@ -43,11 +43,13 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
             continue
         static = bool(ctx.options.get("static"))
         # No GPU and no driver seen, but a CUDA toolkit installed: someone meant this machine for GPU work.
-        intent = None if gpu_expected else _gpu_intent(facts)
+        # (A machine shown to have no NVIDIA GPU at all is not one: the CPU build is the right build there.)
+        no_gpu = beliefs.of(facts).no_nvidia_gpu.yes
+        intent = None if gpu_expected or no_gpu else _gpu_intent(facts)
         why = ("this image is checked as a GPU image (--static)" if static else "an NVIDIA GPU is attached"
                if gpu_present(facts) else "the NVIDIA driver is installed") if gpu_expected else \
             f"{intent}, though no NVIDIA GPU or driver was seen" if intent else \
-            "no NVIDIA GPU was seen here either"
+            "there is no NVIDIA GPU here either" if no_gpu else "no NVIDIA GPU was seen here either"
         fix = _cpu_only_fix(pkg.name, pkg.version, _torch_variant_for(facts, ctx, pkg.version))
         conda = ""
         if static and facts.env.get("CONDA_PREFIX"):
