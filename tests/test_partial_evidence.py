@@ -464,3 +464,17 @@ def test_a_gpu_below_every_torch_build_warns_though_the_torch_version_is_unknown
     f = only(make_facts(gpus=[gtx680], python_envs=[env]), "framework.arch_unsupported")
     assert f.severity == "warn"
     assert f.title == "torch most likely has no kernels for GeForce GTX 680 (sm_30)"
+
+
+def test_jaxlibs_local_tag_names_the_cudnn_it_needs_when_the_matrix_has_no_row() -> None:
+    from doctor.model.facts import Cudnn
+
+    # jax-ml/jax#16901: 'Loaded runtime CuDNN library: 8.5.0 but source was compiled with: 8.6.0'
+    env = PythonEnv("/venv/bin/python", "3.10", packages=[PyPackage("jax", "0.4.8"), PyPackage(
+        "jaxlib", "0.4.7+cuda11.cudnn86", cuda="11", cudnn="8.6", cpu_only=False)])
+    facts = make_facts(python_envs=[env], cudnn=[Cudnn("8.5.0", "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.5.0",
+                                                       "library")],
+                       loader__libcudnn=LibRef("/usr/lib/x86_64-linux-gnu/libcudnn.so.8", "8.5.0"))
+    f = only(facts, "cudnn.version_mismatch")
+    assert f.severity == "fail"
+    assert "needs cuDNN ≥ 8.6 but will load cuDNN 8.5.0" in f.title

@@ -571,7 +571,8 @@ def built_cudnn(m: Matrix, p: PyPackage) -> tuple[str | None, str]:
         major = vtuple(p.cuda or "")[:1]
         rows = [r for r in m.rows("jax", "jax") if r.get("version") == (p.version or "").split("+")[0]
                 and (not major or r.get("cuda_major") == major[0]) and r.get("min_cudnn")]
-        return (rows[0]["min_cudnn"] if rows else None), "jax"
+        # the matrix row, else the build's local tag (jaxlib 0.4.7+cuda11.cudnn86 was built with cuDNN 8.6)
+        return (rows[0]["min_cudnn"] if rows else p.cudnn), "jax"
     return None, ""
 
 
