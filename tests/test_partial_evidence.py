@@ -491,3 +491,22 @@ def test_an_all_reduce_with_no_gpu_is_a_warning_not_information(seen: int, sever
     f = error_finding("allreduce", "torch 2.5.1+cu124 in /venv/bin/python",
                       {"text": text, "step": "torch.cuda.device_count()"}, {})
     assert (f.code, f.severity) == ("multigpu.nccl", severity)
+
+
+def test_the_probe_records_which_toolkit_a_second_variable_names(tmp_path: Path) -> None:
+    from doctor import beliefs
+    from doctor.host import Host
+    from doctor.model.facts import Facts
+    from doctor.probes.base import Recorder
+    from doctor.probes.cuda import probe_toolkits
+
+    tk = tmp_path / "usr/local/cuda-12.4"
+    tk.mkdir(parents=True)
+    (tk / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}')
+    (tmp_path / "usr/local/cuda").symlink_to("/usr/local/cuda-12.4")
+    env = {"CUDA_HOME": "/usr/local/cuda-12.4", "CUDA_PATH": "/usr/local/cuda", "PATH": "/usr/bin"}
+    rec = Recorder()
+    toolkits = probe_toolkits(Host(root=tmp_path, env=env), rec, {})
+    assert [(t.root, t.version, t.source) for t in toolkits] == [("/usr/local/cuda-12.4", "12.4.1", "env:CUDA_HOME")]
+    facts = Facts(toolkits=toolkits, env={"CUDA_PATH": "/usr/local/cuda"}, sources={**rec.sources, "toolkits": "probes"})
+    assert beliefs.toolkit_named_by(facts, "CUDA_PATH") == toolkits[0]
