@@ -508,5 +508,6 @@ def test_the_probe_records_which_toolkit_a_second_variable_names(tmp_path: Path)
     rec = Recorder()
     toolkits = probe_toolkits(Host(root=tmp_path, env=env), rec, {})
     assert [(t.root, t.version, t.source) for t in toolkits] == [("/usr/local/cuda-12.4", "12.4.1", "env:CUDA_HOME")]
-    facts = Facts(toolkits=toolkits, env={"CUDA_PATH": "/usr/local/cuda"}, sources={**rec.sources, "toolkits": "probes"})
+    facts = Facts(toolkits=toolkits, env={"CUDA_PATH": "/usr/local/cuda"},
+                  sources={**rec.sources, "toolkits": "probes"})
     assert beliefs.toolkit_named_by(facts, "CUDA_PATH") == toolkits[0]
