@@ -634,7 +634,9 @@ def _torch(report: _Report, f: _Facts, rocm: bool) -> PyPackage | None:
         f.source("python_envs.packages.torch.cuda", "PyTorch version (the wheel's local tag)")
     cpu_only: bool | None
     if rocm:
-        cpu_only, cuda = False, None
+        # A GPU build, but not a CUDA one: nothing an NVIDIA check can judge (never "a CUDA build", never ready)
+        cpu_only, cuda = None, None
+        f.note("a ROCm build of PyTorch: not a CUDA build, outside what gpu-doctor checks", f"{SOURCE}:PyTorch version")
     elif local == "cpu":
         cpu_only = True
     elif cuda:

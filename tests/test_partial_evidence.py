@@ -136,6 +136,8 @@ def test_a_rocm_report_saying_cuda_is_available_is_no_nvidia_evidence() -> None:
     report = diagnose(parse(read(COLLECT_ENV / "pytorch-44106-rocm-build-torch1.7.txt")))
     codes = {f.code for f in report.findings}
     assert "driver.missing" not in codes and "framework.cuda_unavailable" not in codes
+    assert "framework.cpu_only_build" not in codes  # not "a CUDA build" either
+    assert report.status == "unknown"
 
 
 def _cpu_torch_facts(**extra: object):  # type: ignore[no-untyped-def]
