@@ -115,7 +115,8 @@ _ACTIVE_AT = re.compile(r'\s*,\s*"active"\s*:\s*')
 # What the fleet reads from the facts, in their order (Facts' fields): each key is looked for after
 # the one before, so the facts are scanned once. The rest (driver packages, loader …) is skipped.
 _FACT_KEYS = (("host", "host"), ("driver", "kernel_module"), ("driver", "userspace"),
-              ("driver", "cuda_driver_api"), ("gpus", None), ("toolkits", None), ("python_envs", None),
+              ("driver", "cuda_driver_api"), ("driver", "smi_cuda_version"),
+              ("gpus", None), ("toolkits", None), ("python_envs", None),
               ("env", None))
 
 
@@ -237,7 +238,7 @@ def summarize(name: str, file: str, kind: str, findings: Iterable[Any], facts: d
         status="fail" if worst == 3 else "warn" if worst == 2 else "ok",
         problems=tuple(problems),
         driver=_str(driver.get("userspace")) or _str(driver.get("kernel_module")),
-        cuda_driver_api=_str(driver.get("cuda_driver_api")),
+        cuda_driver_api=_str(driver.get("cuda_driver_api")) or _str(driver.get("smi_cuda_version")),
         toolkit=", ".join(sorted({_str(t.get("version")) or "?" for t in _list(facts.get("toolkits"))
                                   if isinstance(t, dict)})) or None,
         framework=_frameworks(facts),

@@ -173,8 +173,10 @@ def module_userspace_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if held:
         steps.append(FixStep(["apt-mark", "hold", *held], root=True, risk="safe",
                              note="keep unattended upgrades from doing this again"))
-    versions = (f"kernel module {d.kernel_module or '?'} ≠ user-space {d.userspace or '?'}"
-                if d.kernel_module or d.userspace else f"NVML says {d.nvml_error!r}")
+    versions = (f"kernel module {d.kernel_module} ≠ user-space {d.userspace}" if d.kernel_module and d.userspace
+                else f"kernel module {d.kernel_module}, user space of another version" if d.kernel_module
+                else f"user space {d.userspace}, a kernel module of another version loaded" if d.userspace
+                else f"NVML says {d.nvml_error!r}")
     yield finding(
         "driver.module_userspace_mismatch", "fail",
         f"Driver/library version mismatch: {versions}",

@@ -105,7 +105,7 @@ def versions(report: Any) -> dict[str, str]:
     f = report.facts
     out = {
         "driver": f.driver.kernel_module or f.driver.userspace or "",
-        "cuda_driver_api": f.driver.cuda_driver_api or "",
+        "cuda_driver_api": f.driver.cuda_driver_api or f.driver.smi_cuda_version or "",  # libcuda's, else nvidia-smi's
         "toolkit": ",".join(sorted({t.version for t in f.toolkits if t.version})),
         "cudnn": ",".join(sorted({c.version for c in f.cudnn if c.version})),
         "os": " ".join(x for x in (f.host.os_id, f.host.os_version) if x),
