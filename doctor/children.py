@@ -77,7 +77,8 @@ _REAPER = """trap '' HUP INT QUIT TERM
 groups=' '
 while IFS= read -r line; do
   case $line in
-    +[0-9]*) groups="$groups${line#+} " ;;
+    +[0-9]*) g=${line#+}
+      case $groups in *" $g "*) ;; *) groups="$groups$g " ;; esac ;;
     -[0-9]*) g=${line#-}
       case $groups in *" $g "*) groups="${groups%% $g *} ${groups#* $g }" ;; esac ;;
   esac
@@ -118,6 +119,15 @@ def _start_reaper() -> None:
         os.close(read_end)
     _reaper_fd, _reaper_pid = write_end, proc.pid
     proc.returncode = 0  # never waited for: it ends after the doctor; no ResourceWarning at exit
+
+
+def announce_child() -> None:  # pragma: no cover - runs in the forked child before exec
+    """Between fork and exec, in the child: its own group goes on the reaper's list before the command can start
+    anything (the parent's :func:`register` comes only after Popen returns, and a SIGKILL can fall in between).
+    The reaper's list holds each group once."""
+    if _reaper_fd is not None and _reaper_fd >= 0:
+        with contextlib.suppress(OSError):
+            os.write(_reaper_fd, b"+%d\n" % os.getpid())
 
 
 def _tell_reaper(line: str) -> None:
