@@ -26,6 +26,7 @@ from typing import Any
 
 from doctor.model.facts import Facts, LibRef
 from doctor.model.findings import Evidence
+from doctor.model.versions import major_minor
 from doctor.safeio import small_int
 
 # --- the belief type ------------------------------------------------------------------------------
@@ -150,6 +151,33 @@ def derive(facts: Facts) -> Beliefs:
 
 
 # --- helpers --------------------------------------------------------------------------------------
+
+
+def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
+    """(who, cuda version, kind) for every CUDA runtime on the machine: toolkits and framework builds."""
+    out = [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
+           for t in facts.toolkits if t.version and t.source != "pip"]
+    for env in facts.python_envs:
+        for p in env.packages:
+            if p.cpu_only or not p.cuda:
+                continue
+            if p.name in ("torch", "tensorflow", "tf-nightly", "jaxlib", "jax") or p.name.startswith("cupy"):
+                cuda = p.cuda if "." in p.cuda else f"{p.cuda}.0"
+                out.append((f"{p.name} {p.version}" if p.version else p.name, cuda, "framework"))
+    return out
+
+
+def driver_cuda(facts: Facts, matrix: Any = None) -> str | None:
+    """The CUDA version the driver runs: its CUDA driver API (libcuda), what nvidia-smi printed, else the
+    newest CUDA ``matrix`` says this driver version runs natively (a DaemonSet reads files only)."""
+    b = of(facts)
+    if b.driver_cuda.value:
+        return str(b.driver_cuda.value)
+    version = b.driver_version.value
+    if not version or matrix is None or not hasattr(matrix, "newest_cuda_for_driver"):
+        return None
+    row = matrix.newest_cuda_for_driver(version)
+    return major_minor(row.get("version")) if row else None
 
 
 def _ev(facts: Facts, path: str, value: Any) -> Evidence:

@@ -16,9 +16,8 @@ from doctor import cli
 from doctor.examples import EXAMPLES, by_name
 from doctor.host import Host
 from doctor.model.findings import Finding, Fix, FixStep
-from doctor.pipeline import diagnose
+from doctor.pipeline import diagnose, sample_gpus
 from doctor.tui import active, fixes, model
-from doctor.tui.live import sample_gpus
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +44,7 @@ def modules_after(code: str) -> list[str]:
 
 
 def test_tui_model_fixes_active_live_and_examples_do_not_import_textual() -> None:
-    assert modules_after("import doctor.tui.model, doctor.tui.fixes, doctor.tui.active, doctor.tui.live, "
+    assert modules_after("import doctor.tui.model, doctor.tui.fixes, doctor.tui.active, doctor.pipeline, "
                          "doctor.examples, doctor.commands.tui") == []
 
 

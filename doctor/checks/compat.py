@@ -10,8 +10,9 @@ import re
 from collections.abc import Iterator
 
 from doctor import beliefs
+from doctor.beliefs import runtimes
 from doctor.checks.common import ev, finding, label, ok
-from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
+from doctor.matrix import Matrix, Row, Verdict, cuda_in, current, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv
 from doctor.model.findings import Evidence, Finding, value_text
 from doctor.model.intents import (
@@ -55,20 +56,6 @@ def _segment(m: Matrix, facts: Facts) -> str | None:
     if not segs or None in segs:
         return None
     return "consumer" if "consumer" in segs else segs[0]
-
-
-def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
-    """(who, cuda version, kind) for every CUDA runtime on the machine: toolkits and framework builds."""
-    out = [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
-           for t in facts.toolkits if t.version and t.source != "pip"]
-    for env in facts.python_envs:
-        for p in env.packages:
-            if p.cpu_only or not p.cuda:
-                continue
-            if p.name in ("torch", "tensorflow", "tf-nightly", "jaxlib", "jax") or p.name.startswith("cupy"):
-                cuda = p.cuda if "." in p.cuda else f"{p.cuda}.0"
-                out.append((label(p), cuda, "framework"))
-    return out
 
 
 def _verdict(m: Matrix, facts: Facts, cuda: str) -> Verdict:
@@ -308,6 +295,8 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
         done = True
         for g in gpus:
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
+            if not cc:
+                continue  # never: the GPUs were chosen for a known compute capability
             evidence = [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
                         Evidence("python_envs.packages",
                                  f"{label(pkg)} arch list {value_text(sass)}, PTX {value_text(ptx)}",
@@ -494,9 +483,9 @@ def _loaded_cudnn(facts: Facts, env: PythonEnv, p: PyPackage) -> tuple[str | Non
     wheel = next((q for q in env.packages if re.fullmatch(r"nvidia-cudnn(?:-cu\d+)?", q.name)), None)
     if wheel and wheel.version:
         return wheel.version, f"{wheel.name} in {env.executable}"
-    lib = facts.loader.libcudnn
-    if lib and lib.version:
-        return lib.version, lib.path
+    system = facts.loader.libcudnn
+    if system and system.version:
+        return system.version, system.path
     return None, None
 
 
@@ -593,8 +582,6 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
 
 @check("cudnn.cuda_mismatch", "cuDNN", "Each system cuDNN supports the installed CUDA toolkit.", static=True)
 def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    from doctor.matrix import cuda_in
-
     m = _matrix(ctx)
     system = [c for c in facts.cudnn if c.source in ("header", "library") and c.version]
     toolkits = [t for t in facts.toolkits if t.version and t.source != "pip"]

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, gpu_present, label, ok
+from doctor.matrix import Matrix, branch, current
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.model.intents import BlacklistNouveau, InstallDriverBranch, LoadModule, RebuildDkms, ReloadDriver
@@ -310,8 +311,6 @@ def libcuda_stub(facts: Facts, ctx: Context) -> Iterator[Finding]:
 @check("driver.forward_compat", AREA,
        "A forward-compatibility libcuda (cuda-compat) in use fits the GPU and the kernel driver branch.")
 def forward_compat(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    from doctor.matrix import Matrix, branch, current
-
     b = beliefs.of(facts)
     kind = b.libcuda.value
     if kind is None:

@@ -8,7 +8,7 @@ from functools import cache
 from typing import Any
 
 from doctor.checks.common import finding, ok
-from doctor.matrix import Matrix, current
+from doctor.matrix import Matrix, bundled, current
 from doctor.model.facts import Facts, Gpu, XidEvent
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check
@@ -69,8 +69,6 @@ def _memory_in_use(g: Gpu) -> Iterator[Finding]:
 @cache
 def xid_catalog() -> dict[int, dict[str, Any]]:
     """NVIDIA's Xid catalog as reviewed data (compat/xid.toml, shipped in the package)."""
-    from doctor.matrix import bundled
-
     return {row["xid"]: row for row in bundled().rows("xid", "xid") if isinstance(row.get("xid"), int)}
 
 
@@ -237,7 +235,7 @@ def _pcie_degraded(g: Gpu, segment: str | None) -> Iterator[Finding]:
     evidence = [_gev(g, "pcie_width_current"), _gev(g, "pcie_width_max"), _gev(g, "pcie_gen_current"),
                 _gev(g, "pcie_gen_max"), Evidence(f"gpus[{g.index}].segment", segment, "matrix (gpus.toml)")]
     by_design = segment in ("consumer", "workstation", "laptop", "embedded") or (
-        bool(g.name) and any(w in _norm(g.name).split() for w in _X8_BY_DESIGN))
+        bool(g.name and any(w in _norm(g.name).split() for w in _X8_BY_DESIGN)))
     if cur >= top or (cur >= 8 and (by_design or segment is None)):
         note = "" if cur >= top else (" — normal for this platform (boards with two GPUs split x16 into x8/x8; "
                                       "laptops and some cloud instances wire x8)")

@@ -139,7 +139,7 @@ def checked_python(host: Any, given: str) -> str:
 
 
 def collect_from_args(args: argparse.Namespace) -> Any:
-    from doctor.probes import collect
+    from doctor.pipeline import collect
 
     return collect(host_from_args(args), pythons=args.python, deep=args.deep, deep_timeout=args.deep_timeout)
 

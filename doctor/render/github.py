@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.render.text import summary
 from doctor.safeio import display, small_int
 
 LEVEL = {"fail": "error", "warn": "warning", "info": "notice"}
@@ -52,7 +53,5 @@ def render(report: Any, strict: bool = False) -> str:
         if f.fix:
             body.append("fix: " + f.fix.summary)
         lines.append(f"::{level} {','.join(props)}::{_data(chr(10).join(body))}")
-    from doctor.render.text import summary
-
     lines.append(f"gpu-doctor: {summary(report)}")
     return "\n".join(lines) + "\n"

@@ -50,7 +50,6 @@ def slug(area: str) -> str:
 
 def labels(report: Any) -> dict[str, str]:
     """The label names (without the namespace) and values for a report; invalid values are left out."""
-    d = report.facts.driver
     failing = []
     for f in report.findings:
         if f.severity == "fail" and slug(f.area) not in failing:
@@ -61,30 +60,12 @@ def labels(report: Any) -> dict[str, str]:
         out["gpu-doctor.failing"] = failing[0]
         for area in failing:
             out[f"gpu-doctor.failing.{area}"] = "true"
-    version = d.kernel_module or d.userspace
-    if version:
-        out["gpu-doctor.driver"] = version
-    cuda = driver_cuda(report)
-    if cuda:
-        out["gpu-doctor.cuda"] = cuda
+    if report.driver_version:
+        out["gpu-doctor.driver"] = report.driver_version
+    if report.driver_cuda:
+        out["gpu-doctor.cuda"] = report.driver_cuda
     out["gpu-doctor.gpus"] = str(len([g for g in report.facts.gpus if g.source != "pci"]))
     return {k: v for k, v in out.items() if valid_name(k) and valid_value(v)}
-
-
-def driver_cuda(report: Any) -> str | None:
-    """The CUDA version the driver runs: its CUDA driver API (libcuda), what nvidia-smi printed, else the
-    newest CUDA the matrix says this driver version runs natively (the DaemonSet reads files only)."""
-    d = report.facts.driver
-    known = d.cuda_driver_api or getattr(d, "smi_cuda_version", None)
-    if known:
-        return str(known)
-    version = d.kernel_module or d.userspace
-    if not version:
-        return None
-    from doctor.matrix import current, major_minor
-
-    row = current().newest_cuda_for_driver(version)
-    return major_minor(row.get("version")) if row else None
 
 
 def render(report: Any, now: float | None = None, expiry_seconds: int = EXPIRY_SECONDS) -> str:
