@@ -26,6 +26,7 @@ from typing import Any
 
 from doctor.model.facts import Facts, LibRef
 from doctor.model.findings import Evidence
+from doctor.model.report import live_probed as live_probed  # the one rule, in the model (renderers read it)
 from doctor.model.versions import major_minor
 from doctor.safeio import small_int
 
@@ -153,6 +154,11 @@ def derive(facts: Facts) -> Beliefs:
 # --- helpers --------------------------------------------------------------------------------------
 
 
+def driver_version(facts: Facts) -> str | None:
+    """The driver version: the loaded kernel module's, else the user-space libraries' (the one rule)."""
+    return of(facts).driver_version.value
+
+
 def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
     """(who, cuda version, kind) for every CUDA runtime on the machine: toolkits and framework builds."""
     out = [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
@@ -230,11 +236,6 @@ def windows_driver(facts: Facts) -> bool:
 
 def probed(facts: Facts, what: str) -> bool:
     return what in facts.sources
-
-
-def live_probed(facts: Facts, area: str) -> bool:
-    """This area was probed on the machine itself (not read from a pasted report)."""
-    return (facts.sources.get(area) or "").startswith("probes")
 
 
 # --- each belief ----------------------------------------------------------------------------------

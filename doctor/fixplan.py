@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from doctor import beliefs
 from doctor.beliefs import runtimes, windows_driver
 from doctor.matrix import Matrix, branch, driver_runs_cuda, major_minor, vtuple
 from doctor.model import intents as it
@@ -660,7 +661,7 @@ def _order(step: PlanStep) -> tuple[int, str]:
 
 
 def _driver(facts: Facts) -> str | None:
-    return facts.driver.kernel_module or facts.driver.userspace
+    return beliefs.driver_version(facts)
 
 
 def _gpu(facts: Facts, m: Matrix) -> tuple[dict | None, dict | None]:

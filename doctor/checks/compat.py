@@ -43,7 +43,7 @@ def row_evidence(rows: list[Row], what: str = "compat") -> list[Evidence]:
 
 
 def _driver(facts: Facts) -> str | None:
-    return facts.driver.kernel_module or facts.driver.userspace
+    return beliefs.driver_version(facts)
 
 
 def _gpus(facts: Facts) -> list[Gpu]:

@@ -75,7 +75,7 @@ def _torch_variant_for(facts: Facts, ctx: Context, version: str | None) -> tuple
     row = m.torch(version)
     if not row or not row.get("variant"):
         return None
-    drv = facts.driver.kernel_module or facts.driver.userspace
+    drv = beliefs.driver_version(facts)
     ccs: list[str] = [c for c in (g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
                                   for g in facts.gpus if g.source != "pci") if c]
     for var in sorted(row["variant"], key=lambda v: vtuple(v["cuda"]), reverse=True):

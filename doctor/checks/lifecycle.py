@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterator
 
+from doctor import beliefs
 from doctor.checks.common import ev, finding, ok
 from doctor.matrix import Matrix, Row, current, vtuple
 from doctor.model.facts import Facts
@@ -44,7 +45,7 @@ def _month(row: Row) -> str:
 
 
 def _branch(m: Matrix, facts: Facts) -> tuple[int | None, str]:
-    drv = facts.driver.kernel_module or facts.driver.userspace
+    drv = beliefs.driver_version(facts)
     if not drv:
         raise Skip("the driver version is unknown")
     if facts.host.wsl and not facts.driver.kernel_module:

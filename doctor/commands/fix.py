@@ -133,8 +133,10 @@ def _mm(version: str | None) -> str | None:
 
 def pins(facts: Any) -> list[tuple[str, str, str]]:
     """(kind, name, version) of what keeps this machine healthy: driver, its packages, framework wheels."""
+    from doctor.beliefs import driver_version
+
     out: list[tuple[str, str, str]] = []
-    drv = facts.driver.kernel_module or facts.driver.userspace
+    drv = driver_version(facts)
     if drv:
         out.append(("driver", "nvidia", drv))
     for p in facts.driver.packages:
@@ -194,7 +196,9 @@ def render_pin(facts: Any, fmt: str) -> str:
         raise UsageError(f"--format {fmt}: this machine is {h.os_id or '?'} {h.os_version or '?'}")
     manager = "dpkg" if fmt == "apt" else "rpm"
     held = [p.name for p in facts.driver.packages if p.manager in (manager, None)]
-    drv = facts.driver.kernel_module or facts.driver.userspace
+    from doctor.beliefs import driver_version
+
+    drv = driver_version(facts)
     actions: list[Any] = []
     if held:
         actions.append(HoldPackages(held))

@@ -71,9 +71,14 @@ class Report:
         }
 
 
+def live_probed(facts: Facts, area: str) -> bool:
+    """This area was probed on the machine itself (live or a snapshot), not read from a pasted report."""
+    return (facts.sources.get(area) or "").startswith("probes")
+
+
 def collected_by_probes(facts: Facts) -> bool:
     """Were these facts probed on a machine (live or a snapshot), not parsed from a pasted report?"""
-    return str(facts.sources.get("driver", "")).startswith("probes")
+    return live_probed(facts, "driver")
 
 
 def generate_report_schema() -> dict[str, Any]:
