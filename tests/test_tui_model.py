@@ -172,6 +172,24 @@ def test_markdown_export_has_problems_in_full_and_passes_in_one_line() -> None:
         model.export_text("report.xml", report_of("debian12-535-no-gpu"))
 
 
+def test_export_offers_every_registered_report_format_as_the_cli_renders_it() -> None:
+    from doctor.pipeline import FORMATS, render
+
+    report = report_of("debian12-535-no-gpu")
+    labels = " ".join(model.EXPORTS.values())
+    assert "JSON" in labels and "Markdown" in labels  # json and markdown: the report.json / report.md entries
+    for name in FORMATS:
+        if name not in ("json", "markdown"):
+            assert f"({name}: " in labels, f"the TUI's export does not offer --format {name}"
+    texts = {kind: model.export_text(kind, report) for kind in model.EXPORTS}
+    assert texts["report.txt"] == render(report, "text", colour=False)
+    assert texts["report.junit.xml"] == render(report, "junit")
+    assert texts["report.github.txt"] == render(report, "github")
+    assert "gpu_doctor_ready 0.0" in texts["report.prom"]
+    assert "gpu-doctor.ready=false" in texts["report.nfd"]
+    assert all(text and "\x1b" not in text for text in texts.values())  # a file: no terminal escapes
+
+
 def test_json_exports_are_the_public_schemas() -> None:
     report = report_of("healthy-8x-h100")
     assert json.loads(model.export_text("report.json", report))["schema"] == "gpu-doctor.report/v1"
