@@ -18,9 +18,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("checks", nargs="*", metavar="CHECK_ID", help="run only these checks (ids from --list-checks)")
         out = p.add_argument_group("output")
         out.add_argument("--format", choices=tuple(FORMATS), default=None,
-                         help="text (default; for people), json (schema gpu-doctor.report/v1), junit (each check a "
-                         "test case, for CI), markdown (for an issue; facts in a collapsible block), github (GitHub "
-                         "Actions annotations), prometheus (metrics gpu_doctor_*), nfd (Node Feature Discovery labels)")
+                         help=", ".join(f"{f.name} ({'default; ' if f.name == 'text' else ''}{f.about})"
+                                        for f in FORMATS.values()))
         out.add_argument("--output", metavar="PATH", help="write the report to PATH atomically instead of standard "
                          "output (node_exporter's textfile directory for prometheus, NFD's features.d for nfd)")
         out.add_argument("--json", action="store_true", help="the same as --format json")
