@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from doctor.matrix import Matrix
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding
 from doctor.model.severity import worst
@@ -27,10 +28,18 @@ class NotApplicable(Exception):
 
 @dataclass(frozen=True)
 class Context:
-    """What checks may consult beside the facts. The matrix arrives with the compat issue."""
+    """What checks may consult beside the facts: the compatibility matrix the caller passed in (checks never
+    fetch one themselves) and the run's options (``static``)."""
 
-    matrix: Any = None
+    matrix: Matrix | None = None
     options: dict[str, Any] = field(default_factory=dict)
+
+
+def matrix_of(ctx: Context) -> Matrix:
+    """The matrix this run was given; a check that needs one and has none skips, saying so."""
+    if not isinstance(ctx.matrix, Matrix):
+        raise Skip("no compatibility matrix was given to the checks")
+    return ctx.matrix
 
 
 CheckFunc = Callable[[Facts, Context], Iterable[Finding]]
@@ -44,6 +53,8 @@ class Check:
     func: CheckFunc
     codes: tuple[str, ...] = ()
     static: bool = False  # judges an image's own consistency: runs in `check --static` (no GPU, no driver)
+    # Its information is an answer worth announcing where only problems are shown (a CI annotation).
+    announce: bool = False
 
     def run(self, facts: Facts, ctx: Context) -> tuple[str, str | None, list[Finding]]:
         """Run the check; returns (status, reason, findings). Never raises."""
@@ -67,11 +78,12 @@ class Check:
         return worst(f.severity for f in found), None, found
 
 
-def check(id: str, area: str, summary: str, codes: tuple[str, ...] = (), static: bool = False
+def check(id: str, area: str, summary: str, codes: tuple[str, ...] = (), static: bool = False, announce: bool = False
           ) -> Callable[[CheckFunc], Check]:
     """Declare a check. The registry (doctor/checks/__init__.py) lists them in report order."""
 
     def wrap(func: CheckFunc) -> Check:
-        return Check(id=id, area=area, summary=summary, func=func, codes=codes or (id,), static=static)
+        return Check(id=id, area=area, summary=summary, func=func, codes=codes or (id,), static=static,
+                     announce=announce)
 
     return wrap

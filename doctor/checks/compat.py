@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from doctor import beliefs
 from doctor.beliefs import runtimes
 from doctor.checks.common import ev, finding, label, ok
-from doctor.matrix import Matrix, Row, Verdict, cuda_in, current, driver_meets, driver_runs_cuda, major_minor, vtuple
+from doctor.matrix import Matrix, Row, Verdict, cuda_in, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv
 from doctor.model.findings import Evidence, Finding, value_text
 from doctor.model.intents import (
@@ -24,11 +24,11 @@ from doctor.model.intents import (
     ReinstallFramework,
 )
 from doctor.queries import driver_floor
-from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 
 
 def _matrix(ctx: Context) -> Matrix:
-    return ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+    return matrix_of(ctx)
 
 
 def row_evidence(rows: list[Row], what: str = "compat") -> list[Evidence]:
@@ -695,7 +695,7 @@ CHECKS_FRAMEWORK = [framework_cuda_vs_driver, arch_unsupported, nvcc_mismatch, l
 
 
 @check("image.min_host_driver", "Environment", "With --static: the oldest host driver this image's CUDA runtimes "
-       "run on.", static=True)
+       "run on.", static=True, announce=True)
 def min_host_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if not ctx.options.get("static"):
         raise NotApplicable("only with --static (an image build, judged without its future host)")

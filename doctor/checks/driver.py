@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, gpu_present, label, ok
-from doctor.matrix import Matrix, branch, current
+from doctor.matrix import branch
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.model.intents import BlacklistNouveau, InstallDriverBranch, LoadModule, RebuildDkms, ReloadDriver
-from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 
 AREA = "Driver"
 
@@ -317,7 +317,7 @@ def forward_compat(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise Skip(b.libcuda.why)
     if kind not in ("compat", "newer_than_module"):
         raise NotApplicable("the loader resolves the driver's own libcuda (no forward compatibility in use)")
-    m = ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+    m = matrix_of(ctx)
     lib = facts.loader.libcuda
     module = facts.driver.kernel_module
     evidence = [ev(facts, "loader.libcuda", f"{lib.path} {lib.version or ''}".strip() if lib else None),

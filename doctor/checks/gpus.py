@@ -8,10 +8,10 @@ from functools import cache
 from typing import Any
 
 from doctor.checks.common import finding, ok
-from doctor.matrix import Matrix, bundled, current
+from doctor.matrix import Matrix, bundled
 from doctor.model.facts import Facts, Gpu, XidEvent
 from doctor.model.findings import Evidence, Finding, FixStep
-from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 
 AREA = "GPUs"
 
@@ -207,9 +207,7 @@ def _throttling(g: Gpu) -> Iterator[Finding]:
        "GPU below its slot's width, or any GPU at x1/x4, is a finding; a consumer, workstation or laptop GPU at x8 "
        "is normal.")
 def pcie_degraded(facts: Facts, ctx: Context) -> list[Finding]:
-    m = ctx.matrix
-    if not isinstance(m, Matrix):
-        m = current()
+    m = matrix_of(ctx)
     return _each_known(facts, lambda g: _pcie_degraded(g, _segment(m, g)), "pcie_width_max", "PCIe link width")
 
 

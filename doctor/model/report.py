@@ -36,6 +36,12 @@ class Report:
     # version the driver runs (libcuda, nvidia-smi, else the newest the matrix says it runs natively).
     driver_version: str | None = None
     driver_cuda: str | None = None
+    # The checks whose information is an answer worth announcing where only problems are shown (CI annotations).
+    announcing: frozenset[str] = frozenset()
+
+    def announced(self, finding: Finding) -> bool:
+        """A problem, or information its check says is worth announcing."""
+        return finding.severity in ("fail", "warn") or (finding.severity == "info" and finding.check in self.announcing)
 
     def with_findings(self, extra: list[Finding]) -> Report:
         """This report plus findings decided outside the check registry (the --require gates)."""

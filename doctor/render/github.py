@@ -35,7 +35,7 @@ def render(report: Any, strict: bool = False) -> str:
     lines = []
     for f in report.findings:
         level = LEVEL.get(f.severity)
-        if level is None or (f.severity == "info" and f.code != "image.min_host_driver"):
+        if level is None or not report.announced(f):
             continue
         if strict and level == "warning":
             level = "error"
