@@ -20,14 +20,14 @@ Pure: facts in, beliefs out. Computed lazily and cached per snapshot object.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.model.facts import Facts, LibRef
+from doctor.model.facts import Facts, LibRef, Toolkit
 from doctor.model.findings import Evidence
 from doctor.model.report import live_probed as live_probed  # the one rule, in the model (renderers read it)
-from doctor.model.versions import major_minor
 from doctor.safeio import small_int
 
 # --- the belief type ------------------------------------------------------------------------------
@@ -163,6 +163,10 @@ def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
     """(who, cuda version, kind) for every CUDA runtime on the machine: toolkits and framework builds."""
     out = [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
            for t in facts.toolkits if t.version and t.source != "pip"]
+    # The pip nvidia-cuda-nvcc wheel is the ptxas XLA (jax[cuda12]) and Triton compile with: a compiler like a
+    # toolkit's, judged the same way (a ptxas newer than the driver's CUDA emits code the driver cannot load).
+    out += [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
+            for t in facts.toolkits if t.version and t.source == "pip" and t.nvcc_version]
     for env in facts.python_envs:
         for p in env.packages:
             if p.cpu_only or not p.cuda:
@@ -171,19 +175,6 @@ def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
                 cuda = p.cuda if "." in p.cuda else f"{p.cuda}.0"
                 out.append((f"{p.name} {p.version}" if p.version else p.name, cuda, "framework"))
     return out
-
-
-def driver_cuda(facts: Facts, matrix: Any = None) -> str | None:
-    """The CUDA version the driver runs: its CUDA driver API (libcuda), what nvidia-smi printed, else the
-    newest CUDA ``matrix`` says this driver version runs natively (a DaemonSet reads files only)."""
-    b = of(facts)
-    if b.driver_cuda.value:
-        return str(b.driver_cuda.value)
-    version = b.driver_version.value
-    if not version or matrix is None or not hasattr(matrix, "newest_cuda_for_driver"):
-        return None
-    row = matrix.newest_cuda_for_driver(version)
-    return major_minor(row.get("version")) if row else None
 
 
 def _ev(facts: Facts, path: str, value: Any) -> Evidence:
@@ -442,13 +433,33 @@ def _libcuda(facts: Facts) -> Known:
     return Known(kind, facts.sources.get("loader"), lib.path if lib else "")
 
 
+def norm_path(path: str | None) -> str:
+    """A path compared by what it names: no trailing slash, no '//' or '/./' (symlinks need the probe)."""
+    p = (path or "").strip()
+    return posixpath.normpath(p) if p.startswith("/") else p.rstrip("/\\")
+
+
+def toolkit_named_by(facts: Facts, var: str) -> Toolkit | None:
+    """The toolkit CUDA_HOME / CUDA_PATH names — whichever probe found it first: the one found through the
+    variable, the one it resolves to (the probe records the real path), or one at the same normalised path."""
+    home = facts.env.get(var)
+    if not home:
+        return None
+    tk = next((t for t in facts.toolkits if t.source == f"env:{var}"), None)
+    if tk:
+        return tk
+    real = (facts.sources.get(f"toolkits.env:{var}") or "").removeprefix("realpath:")
+    want = {norm_path(home), norm_path(real)} - {""}
+    return next((t for t in facts.toolkits if norm_path(t.root) in want), None)
+
+
 def _build_toolkit(facts: Facts) -> Known:
     """The toolkit extension builds use: CUDA_HOME / CUDA_PATH first (torch.utils.cpp_extension reads
     CUDA_HOME, then CUDA_PATH), then nvcc on PATH."""
     for var in ("CUDA_HOME", "CUDA_PATH"):
         home = facts.env.get(var)
         if home:
-            tk = next((t for t in facts.toolkits if t.source == f"env:{var}"), None)
+            tk = toolkit_named_by(facts, var)
             if tk:
                 return Known((tk.root, tk.version, var), f"env:{var}", f"{var}={home}")
             return Known((home, None, var), f"env:{var}", f"{var}={home} (no toolkit found there)")

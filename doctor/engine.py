@@ -29,9 +29,7 @@ def diagnose(facts: Facts, checks: list[Check] | None, ctx: Context) -> Report:
         results = [replace(r, reason=replayed_reason(r.reason)) if r.status == "skipped" else r for r in results]
     matrix = ctx.matrix.describe() if ctx.matrix is not None else None
     return Report(facts=facts, findings=findings, checks=results, matrix=matrix,
-                  announcing=frozenset(c.id for c in checks if c.announce),
-                  driver_version=beliefs.of(facts).driver_version.value,
-                  driver_cuda=beliefs.driver_cuda(facts, ctx.matrix))
+                  driver_version=beliefs.of(facts).driver_version.value)
 
 
 # A skip reason that names where this machine's probes look: true of a probed machine, wrong for a report.

@@ -53,8 +53,6 @@ class Check:
     func: CheckFunc
     codes: tuple[str, ...] = ()
     static: bool = False  # judges an image's own consistency: runs in `check --static` (no GPU, no driver)
-    # Its information is an answer worth announcing where only problems are shown (a CI annotation).
-    announce: bool = False
 
     def run(self, facts: Facts, ctx: Context) -> tuple[str, str | None, list[Finding]]:
         """Run the check; returns (status, reason, findings). Never raises."""
@@ -78,12 +76,11 @@ class Check:
         return worst(f.severity for f in found), None, found
 
 
-def check(id: str, area: str, summary: str, codes: tuple[str, ...] = (), static: bool = False, announce: bool = False
+def check(id: str, area: str, summary: str, codes: tuple[str, ...] = (), static: bool = False
           ) -> Callable[[CheckFunc], Check]:
     """Declare a check. The registry (doctor/checks/__init__.py) lists them in report order."""
 
     def wrap(func: CheckFunc) -> Check:
-        return Check(id=id, area=area, summary=summary, func=func, codes=codes or (id,), static=static,
-                     announce=announce)
+        return Check(id=id, area=area, summary=summary, func=func, codes=codes or (id,), static=static)
 
     return wrap

@@ -13,6 +13,9 @@ REPORT_SCHEMA = "gpu-doctor.report/v1"
 # A machine is called ready only when a check about the driver, the GPUs, the frameworks or an active test
 # concluded something; these areas alone (what is installed beside them) are not enough.
 CONTEXT_AREAS = ("CUDA toolkit", "cuDNN", "Environment", "Requirements")
+# Findings that judge nothing GPU-related: a CPU-only build on a machine where no GPU was seen is consistent,
+# but says nothing about whether GPU work would run ("ready" needs evidence about a driver, a GPU or a GPU build).
+NOT_GPU_EVIDENCE = (("framework.cpu_only_build", "info"),)
 
 
 @dataclass(frozen=True)
@@ -31,17 +34,9 @@ class Report:
     checks: list[CheckResult] = field(default_factory=list)
     matrix: str | None = None  # which compatibility matrix the checks read
     mode: str | None = None  # "static" for an image build checked with --static
-    # Derived once by the engine from the beliefs (and the matrix), for the renderers; not in the JSON (the facts
-    # carry their evidence): the driver version (the loaded module's, else the user space's) and the CUDA
-    # version the driver runs (libcuda, nvidia-smi, else the newest the matrix says it runs natively).
+    # Derived once by the engine from the beliefs, for the renderers; not in the JSON (the facts carry its
+    # evidence): the driver version (the loaded module's, else the user space's).
     driver_version: str | None = None
-    driver_cuda: str | None = None
-    # The checks whose information is an answer worth announcing where only problems are shown (CI annotations).
-    announcing: frozenset[str] = frozenset()
-
-    def announced(self, finding: Finding) -> bool:
-        """A problem, or information its check says is worth announcing."""
-        return finding.severity in ("fail", "warn") or (finding.severity == "info" and finding.check in self.announcing)
 
     def with_findings(self, extra: list[Finding]) -> Report:
         """This report plus findings decided outside the check registry (the --require gates)."""
@@ -52,7 +47,8 @@ class Report:
     def has_evidence(self) -> bool:
         """A verdict needs evidence: some check about the driver, the GPUs or the frameworks concluded
         something (ok, info, warn or fail). A report that says nothing is not "ready"."""
-        return any(f.area not in CONTEXT_AREAS and f.code != "doctor.check_crashed" for f in self.findings) \
+        return any(f.area not in CONTEXT_AREAS and f.code != "doctor.check_crashed"
+                   and (f.code, f.severity) not in NOT_GPU_EVIDENCE for f in self.findings) \
             or self.mode == "static"
 
     @property
