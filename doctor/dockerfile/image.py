@@ -20,7 +20,15 @@ from doctor.dockerfile.installs import (
     satisfied,
     spec_name,
 )
-from doctor.dockerfile.syntax import Instruction, exec_form, key_values, read_instructions, substitute
+from doctor.dockerfile.syntax import (
+    Instruction,
+    TooLarge,
+    bounded,
+    exec_form,
+    key_values,
+    read_instructions,
+    substitute,
+)
 from doctor.facts import (
     ENV_NAMES,
     Cudnn,
@@ -37,11 +45,13 @@ from doctor.facts import (
 from doctor.safeio import read_file
 
 # A RUN that hands over to a script: `./install.sh`, `bash setup.sh`, `curl … | sh`, `sh -c "$(curl …)"`
-OPAQUE = re.compile(r"(^|[;&|(]\s*|\s)(\./[\w.-]+|(ba|z)?sh\s+(-\w+\s+)*[\w./~-]+\.sh)\b|\|\s*(sudo\s+)?(ba)?sh\b|"
-                    r"\$\((curl|wget)\b")
+OPAQUE = re.compile(r"\|\s*(sudo\s+)?(ba|z)?sh\b|\$\((curl|wget)\b")
+# A RUN that fetches files (a clone, a download): a requirements file it names comes from there, not the context
+FETCHES = re.compile(r"\bgit\s+clone\b|\bwget\b|\bcurl\b|\bgit\s+(checkout|pull)\b|\bgh\s+repo\s+clone\b")
 # COPY --from sources that carry a Python environment (and so the packages installed in that stage)
 PYTHON_TREE = re.compile(r"site-packages|dist-packages|conda|venv|/lib/python|\.local|^/usr(/local)?/?$|^/opt/?$|^/$")
 MAX_BYTES = 1_000_000  # a Dockerfile or requirements file larger than this is not one
+MAX_REQUIREMENTS = 5_000  # requirement lines read for one pip call, all included files together
 EXTRA_ENV = ("CONDA_OVERRIDE_CUDA", "TORCH_CUDA_ARCH_LIST")
 PYTHON = "python3"  # the interpreter the facts name for the image's packages (a fix runs `python3 -m pip`)
 
@@ -210,81 +220,114 @@ def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
     instructions = read_instructions(text)
     if not any(i.keyword == "FROM" for i in instructions):
         raise DockerfileError(f"{path}: no FROM line; not a Dockerfile")
-    given = dict(build_args or {})
+    given = {k: bounded(v, f"--build-arg {k}") for k, v in (build_args or {}).items()}
     global_args: dict[str, str] = {}
     stages: list[Stage] = []
     for ins in instructions:
-        if ins.keyword == "ARG" and not stages:
-            for k, v in key_values(ins.args):
-                global_args[k] = given.get(k, substitute(v, global_args))
-            continue
-        if ins.keyword == "FROM":
-            platform = re.search(r"--platform=(\S+)", ins.args)
-            arch = _arch(substitute(platform.group(1), global_args)) if platform else "x86_64"
-            words = [w for w in ins.args.split() if not w.startswith("--")]
-            ref = substitute(words[0], global_args) if words else ""
-            name = words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else None
-            parent = next((s for s in reversed(stages) if s.name and s.name == ref.lower()), None)
-            if parent:
-                stage = Stage(name, parent.base, env=dict(parent.env), packages=dict(parent.packages),
-                              conda=parent.conda, system=dict(parent.system), notes=list(parent.notes),
-                              workdir=parent.workdir, copied=dict(parent.copied), opaque=parent.opaque,
-                              arch=parent.arch if not platform else arch)
-            else:
-                base = base_image(ref, ins.line, matrix)
-                env = {k: (substitute(v, {}), ins.line) for k, v in base.env.items()}
-                stage = Stage(name, base, env=env, arch=arch)
-                if base.torch:  # the image's own torch, which a later `pip install torch` keeps when it satisfies
-                    stage.packages["torch"] = Install(PyPackage(name="torch", version=base.torch, cuda=mm(base.cuda),
-                                                                cudnn=base.cudnn, cpu_only=False), ins.line,
-                                                      f"base image {ref}")
-                if not ref or "$" in ref:
-                    stage.notes.append((ins.line, f"base image {words[0] if words else '?'}: a build argument "
-                                        "without a value (give it with --build-arg); what the base holds is unknown"))
-                elif not base.known:
-                    stage.notes.append((ins.line, f"base image {ref}: what it holds is not in the matrix "
-                                        "(compat/images.toml); its CUDA, cuDNN and frameworks are unknown"))
-            stages.append(stage)
-            continue
-        if not stages:
-            continue
-        st = stages[-1]
-        scope = {**st.args, **{k: v for k, (v, _l) in st.env.items()}}  # ENV overrides an ARG of the same name
-        if ins.keyword == "ARG":
-            for k, v in key_values(ins.args):
-                st.args[k] = given.get(k, substitute(v, scope) if v else global_args.get(k, ""))
-        elif ins.keyword == "ENV":
-            for k, v in key_values(ins.args):
-                st.env[k] = (substitute(v, {**scope, k: st.env.get(k, ("", 0))[0]}), ins.line)
-                scope[k] = st.env[k][0]
-        elif ins.keyword == "WORKDIR":
-            st.workdir = posixpath.normpath(posixpath.join(st.workdir, substitute(ins.args.strip(), scope)))
-        elif ins.keyword in ("COPY", "ADD") and "--from=" not in ins.args:
-            words = [substitute(w, scope) for w in exec_form(ins.args).split() if not w.startswith("--")]
-            if len(words) == 2 and "://" not in words[0]:
-                dest = posixpath.normpath(posixpath.join(st.workdir, words[1]))
-                st.copied[dest] = posixpath.normpath(words[0])
-        elif ins.keyword == "COPY" and "--from=" in ins.args:
-            src = substitute(re.search(r"--from=(\S+)", ins.args).group(1), scope).lower()  # type: ignore[union-attr]
-            other = stages[int(src)] if src.isdigit() and int(src) < len(stages) - 1 else next(
-                (s for s in stages[:-1] if s.name == src), None)
-            paths = [w for w in exec_form(ins.args).split() if not w.startswith("--")][:-1]  # the sources
-            if other and any(PYTHON_TREE.search(p) for p in paths):
-                # that stage's Python packages come along; each keeps the line that installed it, where a fix goes
-                for n, inst in other.packages.items():
-                    if n not in st.packages or st.packages[n].package != inst.package:
-                        st.packages[n] = inst
-                st.conda = st.conda or other.conda
-                st.opaque = st.opaque or other.opaque  # a tree a script filled may hold anything
-        elif ins.keyword == "RUN":
-            _run(ins, st, scope, matrix, context)
-    final = stages[-1]
-    return _image(path, final)
+        try:
+            _instruction(ins, stages, global_args, given, matrix, context)
+        except TooLarge as exc:
+            raise DockerfileError(f"{path}:{ins.line}: {exc}") from None
+        except RecursionError:
+            raise DockerfileError(f"{path}:{ins.line}: nested too deeply to judge") from None
+    if not stages:
+        raise DockerfileError(f"{path}: no FROM line; not a Dockerfile")
+    return _image(path, stages[-1])
+
+
+def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, str], given: dict[str, str],
+                 matrix: Any, context: Path | None) -> None:
+    """One instruction's effect on the stages (ARG before the first FROM goes to global_args)."""
+    if ins.keyword == "ARG" and not stages:
+        for k, v in key_values(ins.args):
+            global_args[k] = given.get(k, bounded(substitute(v, global_args), f"ARG {k}"))
+        return
+    if ins.keyword == "FROM":
+        platform = re.search(r"--platform=(\S+)", ins.args)
+        arch = _arch(substitute(platform.group(1), global_args)) if platform else "x86_64"
+        words = [w for w in ins.args.split() if not w.startswith("--")]
+        ref = bounded(substitute(words[0], global_args), "the FROM image") if words else ""
+        name = words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else None
+        parent = next((s for s in reversed(stages) if s.name and s.name == ref.lower()), None)
+        if parent:
+            stage = Stage(name, parent.base, env=dict(parent.env), packages=dict(parent.packages),
+                          conda=parent.conda, system=dict(parent.system), notes=list(parent.notes),
+                          workdir=parent.workdir, copied=dict(parent.copied), opaque=parent.opaque,
+                          arch=parent.arch if not platform else arch)
+        else:
+            base = base_image(ref, ins.line, matrix)
+            env = {k: (substitute(v, {}), ins.line) for k, v in base.env.items()}
+            stage = Stage(name, base, env=env, arch=arch)
+            if base.torch:  # the image's own torch, which a later `pip install torch` keeps when it satisfies
+                stage.packages["torch"] = Install(PyPackage(name="torch", version=base.torch, cuda=mm(base.cuda),
+                                                            cudnn=base.cudnn, cpu_only=False), ins.line,
+                                                  f"base image {ref}")
+            if not ref or "$" in ref:
+                stage.notes.append((ins.line, f"base image {words[0] if words else '?'}: a build argument "
+                                    "without a value (give it with --build-arg); what the base holds is unknown"))
+            elif not base.known:
+                stage.notes.append((ins.line, f"base image {ref}: what it holds is not in the matrix "
+                                    "(compat/images.toml); its CUDA, cuDNN and frameworks are unknown"))
+        stages.append(stage)
+        return
+    if not stages:
+        return
+    st = stages[-1]
+    scope = {**st.args, **{k: v for k, (v, _l) in st.env.items()}}  # ENV overrides an ARG of the same name
+    if ins.keyword == "ARG":
+        for k, v in key_values(ins.args):
+            st.args[k] = given.get(k, bounded(substitute(v, scope), f"ARG {k}") if v else global_args.get(k, ""))
+    elif ins.keyword == "ENV":
+        for k, v in key_values(ins.args):
+            st.env[k] = (bounded(substitute(v, {**scope, k: st.env.get(k, ("", 0))[0]}), f"ENV {k}"), ins.line)
+            scope[k] = st.env[k][0]
+    elif ins.keyword == "WORKDIR":
+        st.workdir = posixpath.normpath(posixpath.join(st.workdir, substitute(ins.args.strip(), scope)))
+    elif ins.keyword in ("COPY", "ADD") and "--from=" not in ins.args:
+        words = [substitute(w, scope) for w in exec_form(ins.args).split() if not w.startswith("--")]
+        srcs, target = words[:-1], (words[-1] if len(words) > 1 else "")
+        into_dir = target.endswith("/") or target in (".", "./") or len(srcs) > 1
+        for src in (x for x in srcs if "://" not in x):
+            src = posixpath.normpath(src)
+            dest = posixpath.normpath(posixpath.join(st.workdir, target))
+            if into_dir and _a_file(src, context):  # COPY requirements.txt . → ./requirements.txt
+                dest = posixpath.join(dest, posixpath.basename(src))
+            st.copied[dest] = src
+    elif ins.keyword == "COPY" and "--from=" in ins.args:
+        src = bounded(substitute(re.search(r"--from=(\S+)", ins.args).group(1), scope),  # type: ignore[union-attr]
+                      "COPY --from").lower()
+        other = stages[int(src)] if src.isdigit() and int(src) < len(stages) - 1 else next(
+            (s for s in stages[:-1] if s.name == src), None)
+        paths = [w for w in exec_form(ins.args).split() if not w.startswith("--")][:-1]  # the sources
+        if other and any(PYTHON_TREE.search(p) for p in paths):
+            # that stage's Python packages come along; each keeps the line that installed it, where a fix goes
+            for n, inst in other.packages.items():
+                if n not in st.packages or st.packages[n].package != inst.package:
+                    st.packages[n] = inst
+            st.conda = st.conda or other.conda
+            st.opaque = st.opaque or other.opaque  # a tree a script filled may hold anything
+    elif ins.keyword == "RUN":
+        _run(ins, st, scope, matrix, context)
+
+
+def _a_file(src: str, context: Path | None) -> bool:
+    """Is a COPY source a file (copied into a directory under its own name) rather than a directory (whose
+    contents are copied)? The build context says; without it, a name with an extension is taken for a file."""
+    if src in (".", "/") or src.endswith("/") or "*" in src:
+        return False
+    path = context / src.lstrip("/") if context is not None else None
+    if path is not None and _inside(context, path) and path.exists():
+        return path.is_file()
+    return "." in posixpath.basename(src).lstrip(".")
 
 
 def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, context: Path | None) -> None:
     script = re.sub(r"^(--\S+\s+)+", "", exec_form(ins.args))
-    pips, condas, systems = parse_run(script, ins.line, scope)
+    pips, condas, systems, unknown = parse_run(script, ins.line, scope)
+    fetched = bool(FETCHES.search(script))
+    for what in unknown:
+        st.notes.append((ins.line, f"{what}: what it installs (a CUDA toolkit, frameworks) is unknown"))
+        st.opaque = st.opaque or ins.line
     for manager, words in systems:
         for w in words:
             name, _, version = w.partition("=") if manager == "dpkg" else (w, "", "")
@@ -295,13 +338,18 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
         call.arch = st.arch
         specs = [(s, call.upgrade) for s in call.specs if not _is_path(s)]
         for req in call.requirements:
+            if fetched and not _in_context(req, st, context):
+                st.notes.append((ins.line, f"-r {req}: fetched at build time (the same RUN clones or downloads "
+                                 "it); what it installs is unknown"))
+                st.opaque = st.opaque or ins.line
+                continue
             specs += [(s, call.upgrade) for s in _requirements(req, context, ins.line, st.notes, call)]
         specs += [(x, upgrade) for spec, upgrade in list(specs) for x in and_cuda_specs(spec, call, matrix)]
         for path in (s for s in call.specs if _is_path(s)):  # a project: its dependencies, installed only if needed
             where = st.context_path(path.split("[", 1)[0])
             extras = "[" + path.split("[", 1)[1] if "[" in path else ""
-            specs += [(s, False) for s in _project_dependencies((where or path) + extras, context, ins.line,
-                                                                   st.notes)]
+            specs += [(s, False) for s in _project_dependencies((where or path.split("[", 1)[0]) + extras, context,
+                                                                   ins.line, st.notes)]
         for spec, upgrade in specs:
             if call.uninstall:
                 name = spec_name(spec)
@@ -333,10 +381,15 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
                 st.packages[pkg.name] = Install(pkg, ins.line, f"environment file: pip {spec}")
     if re.search(r"\bconda\b", script):
         st.conda = True
-    if OPAQUE.search(script) and not st.opaque:
-        st.opaque = ins.line
-        st.notes.append((ins.line, "runs a script gpu-doctor does not read: what it installs (a CUDA toolkit, "
-                         "frameworks) is unknown"))
+    if OPAQUE.search(script) and not unknown:
+        st.opaque = st.opaque or ins.line
+        st.notes.append((ins.line, "runs a fetched script gpu-doctor does not read: what it installs (a CUDA "
+                         "toolkit, frameworks) is unknown"))
+
+
+def _in_context(name: str, st: Stage, context: Path | None) -> bool:
+    """Did the image get this file from the build context (a COPY of it, or of a directory holding it)?"""
+    return context is not None and st.context_path(name) is not None
 
 
 def _context_file(name: str, st: Stage, context: Path | None, line: int) -> str | None:
@@ -373,7 +426,8 @@ def _project_dependencies(spec: str, context: Path | None, line: int, notes: lis
         import tomli as tomllib  # type: ignore[no-redef]
     try:
         data = tomllib.loads(read_file(root / "pyproject.toml", MAX_BYTES)[0].decode("utf-8", errors="replace"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not TOML, or nested too deeply to parse
+        notes.append((line, f"pip install {spec}: its pyproject.toml cannot be read; what it installs is unknown"))
         return []
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
     deps = [d for d in project.get("dependencies", []) if isinstance(d, str)]
@@ -383,7 +437,8 @@ def _project_dependencies(spec: str, context: Path | None, line: int, notes: lis
     if not deps and "dependencies" in project.get("dynamic", []):
         notes.append((line, f"pip install {spec}: its dependencies are dynamic (setup.py); what it installs is "
                       "unknown"))
-    return [d.split(";", 1)[0].strip() for d in deps if _applies(d)]
+    return [bounded(d.split(";", 1)[0].strip(), "pyproject.toml: a dependency") for d in deps[:MAX_REQUIREMENTS]
+            if _applies(d)]
 
 
 def _applies(requirement: str) -> bool:
@@ -415,17 +470,23 @@ def _inside(root: Path | None, path: Path) -> bool:
 
 
 def _requirements(name: str, context: Path | None, line: int, notes: list[tuple[int, str]], call: PipCall,
-                  depth: int = 0, root: Path | None = None) -> list[str]:
-    """The requirement lines of a file from the build context (by its name: COPY usually keeps it)."""
+                  depth: int = 0, root: Path | None = None, seen: set[Path] | None = None) -> list[str]:
+    """The requirement lines of a file from the build context (by its name: COPY usually keeps it). Each file
+    is read once (a file that includes itself, or two that include each other, end there), at most
+    MAX_REQUIREMENTS lines in all."""
     if context is None or "$" in name:
         notes.append((line, f"-r {name}: not read (no build context)"))
         return []
     root = root or context
+    seen = set() if seen is None else seen
     candidates = [context / name.lstrip("/"), context / Path(name).name]
     path = next((c for c in candidates if _inside(root, c) and c.is_file()), None)
-    if path is None or depth > 3:
+    if path is None or depth > 8:
         notes.append((line, f"-r {name}: not found next to the Dockerfile; what it installs is unknown"))
         return []
+    if path.resolve() in seen:
+        return []  # pip reads an included file again; its lines are the same
+    seen.add(path.resolve())
     try:
         text = read_file(path, MAX_BYTES)[0].decode("utf-8", errors="replace")
     except OSError:
@@ -435,14 +496,18 @@ def _requirements(name: str, context: Path | None, line: int, notes: list[tuple[
         s = raw.split(" #", 1)[0].strip()
         if not s or s.startswith("#"):
             continue
+        if len(seen) + len(out) > MAX_REQUIREMENTS:
+            notes.append((line, f"-r {name}: more than {MAX_REQUIREMENTS} requirements; the rest is not read"))
+            break
         if s.startswith(("-r ", "--requirement")):
-            out += _requirements(s.split(None, 1)[1].strip(), path.parent, line, notes, call, depth + 1, root)
+            out += _requirements(s.split(None, 1)[1].strip() if " " in s else s.partition("=")[2], path.parent,
+                                 line, notes, call, depth + 1, root, seen)
         elif s.startswith(("--index-url", "-i ")):
             call.index_url = s.split(None, 1)[1].strip() if " " in s else s.partition("=")[2]
         elif s.startswith(("--extra-index-url", "-f ", "--find-links")):
             call.extra_index_urls.append(s.split(None, 1)[1].strip() if " " in s else s.partition("=")[2])
         elif not s.startswith("-"):
-            out.append(s.split(";", 1)[0].strip())
+            out.append(bounded(s.split(";", 1)[0].strip(), f"{name}: a requirement"))
     return out
 
 
