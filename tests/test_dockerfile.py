@@ -55,16 +55,17 @@ def gpu_doctor(*args: str) -> subprocess.CompletedProcess[str]:
 # --- real Dockerfiles ---------------------------------------------------------------------------
 
 
-def test_transformers_gpu_image_args_and_shell_variables_resolve_to_torch_cu121() -> None:
+def test_transformers_gpu_image_a_version_chosen_by_a_branch_is_unknown_not_one_arm() -> None:
     image = read(DATA / "transformers-pytorch-gpu.Dockerfile")
     (tk,) = image.facts.toolkits
     assert (tk.version, tk.nvcc_version) == ("12.1.0", "12.1.0")  # nvidia/cuda:12.1.0-cudnn8-devel-ubuntu22.04
     assert image.facts.loader.nvcc_on_path is not None  # the base image's ENV PATH has /usr/local/cuda/bin
     assert (image.facts.host.os_id, image.facts.host.os_version) == ("ubuntu", "22.04")
     assert next(c.version for c in image.facts.cudnn) == "8"
-    torch = torch_of(image)  # ARG PYTORCH='2.5.1', CUDA='cu121'; VERSION='torch=='$PYTORCH'.*'; --extra-index-url
-    assert (torch.version, torch.cuda, torch.cpu_only) == ("2.5.1+cu121", "12.1", False)
-    assert image.lines["pkg.torch"] == 20
+    # `[ ${#PYTORCH} -gt 0 ] && VERSION='torch=='$PYTORCH'.*' || VERSION='torch'; pip install -U $VERSION`: which
+    # arm sets VERSION is not evaluated, so what pip installs is unknown, and the report says so at line 20
+    assert not any(p.name == "torch" for e in image.facts.python_envs for p in e.packages)
+    assert any(ln == 20 and "$VERSION" in text and "cannot know" in text for ln, text in image.notes), image.notes
 
 
 def test_ultralytics_pytorch_base_image_brings_torch_cu124_and_its_cudnn() -> None:
@@ -77,11 +78,12 @@ def test_ultralytics_pytorch_base_image_brings_torch_cu124_and_its_cudnn() -> No
     assert image.facts.env["NVIDIA_VISIBLE_DEVICES"] is None
 
 
-def test_pytorch_multistage_judges_the_final_stage_and_skips_the_arm64_case_arm() -> None:
+def test_pytorch_multistage_judges_the_final_stage_and_never_takes_a_case_arm() -> None:
     image = read(DATA / "pytorch.Dockerfile")
     assert "FROM ubuntu:20.04" in (image.facts.host.os_pretty or "")  # dev ← official ← ${BASE_IMAGE}
-    torch = torch_of(image)  # conda install … pytorch-cuda=$(…) copied --from=conda-installs
-    assert torch.cpu_only is not True  # the `linux/arm64` arm installs the CPU wheel; amd64 builds do not run it
+    # conda install … pytorch-cuda=… runs inside `case ${TARGETPLATFORM}`: an arm the reader does not choose
+    assert not any(p.name == "torch" and p.cuda for e in image.facts.python_envs for p in e.packages)
+    assert any("runs only on a branch of `case`" in text for _ln, text in image.notes), image.notes
     assert image.facts.env["NVIDIA_VISIBLE_DEVICES"] == "all"
     assert image.facts.env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib:/usr/local/nvidia/lib64"
     assert image.lines["env.LD_LIBRARY_PATH"] == 101

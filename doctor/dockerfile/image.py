@@ -306,6 +306,7 @@ def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, s
                     st.packages[n] = inst
             st.conda = st.conda or other.conda
             st.opaque = st.opaque or other.opaque  # a tree a script filled may hold anything
+            st.notes += [n for n in other.notes if n not in st.notes]  # and why, at that stage's lines
     elif ins.keyword == "RUN":
         _run(ins, st, scope, matrix, context)
 
