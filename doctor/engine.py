@@ -43,8 +43,9 @@ class Report:
     def has_evidence(self) -> bool:
         """A verdict needs evidence: some check about the driver, the GPUs or the frameworks concluded
         something (ok, info, warn or fail). A report that says nothing is not "ready"."""
-        return any(f.area not in CONTEXT_AREAS and f.code != "doctor.check_crashed" for f in self.findings) \
-            or self.mode == "static"
+        if self.mode == "static":  # an image: ready only when its CUDA or a framework was learned, or it is for CPUs
+            return static_evidence(self.facts)
+        return any(f.area not in CONTEXT_AREAS and f.code != "doctor.check_crashed" for f in self.findings)
 
     @property
     def status(self) -> str:
@@ -66,6 +67,18 @@ class Report:
             "checks": [c.__dict__ for c in self.checks],
             "facts": self.facts.to_dict(),
         }
+
+
+FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib", "paddlepaddle-gpu", "mxnet")
+
+
+def static_evidence(facts: Facts) -> bool:
+    """Was anything learned of an image's GPU stack: a CUDA toolkit's version, a framework whose build (CUDA or
+    CPU) is known, a CUDA library wheel; or is the image meant for CPUs (--cpu, LABEL gpu-doctor.cpu=true)?"""
+    if facts.sources.get("cpu_image") or any(t.version for t in facts.toolkits):
+        return True
+    return any((p.name in FRAMEWORKS or p.name.startswith(("cupy-cuda", "nvidia-cuda-runtime")))
+               and (p.cuda or p.cpu_only is not None) for e in facts.python_envs for p in e.packages)
 
 
 def diagnose(facts: Facts, checks: list[Check] | None = None, ctx: Context | None = None) -> Report:

@@ -42,6 +42,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                           help="with --dockerfile: a build argument, as for `docker build` (repeatable)")
         gate.add_argument("--context", metavar="DIR", help="with --dockerfile: the build context requirements files "
                           "and projects are read from, as `docker build DIR` (default: the Dockerfile's directory)")
+        gate.add_argument("--cpu", action="store_true",
+                          help="with --static/--dockerfile: the image is meant for CPUs: CPU builds of the frameworks "
+                          "are right, and it is ready without CUDA (an image can say so itself with "
+                          "LABEL gpu-doctor.cpu=true)")
         gate.add_argument("--target-gpu", metavar="NAME", help='with --static: the GPU the image will run on '
                           '(e.g. "H100 80GB HBM3"), for the arch checks')
         gate.add_argument("--target-cc", metavar="X.Y", help="with --static: the compute capability instead of a name")
@@ -226,8 +230,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     image = dockerfile_image(args) if getattr(args, "dockerfile", None) else None
     if image is not None:
         args.static = True
-    if not args.static and (args.target_gpu or args.target_cc or args.host_driver):
-        raise UsageError("--target-gpu, --target-cc and --host-driver describe an image's future host: add --static")
+    if not args.static and (args.target_gpu or args.target_cc or args.host_driver or getattr(args, "cpu", False)):
+        raise UsageError("--target-gpu, --target-cc, --host-driver and --cpu describe an image's future host: add "
+                         "--static")
     if image is not None:
         facts = image.facts
     elif args.collect_env:
@@ -239,9 +244,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from doctor.matrix import current
     from doctor.registry import Context
 
-    ctx = Context(matrix=current(), options={"static": args.static})
+    cpu = bool(getattr(args, "cpu", False)) or bool(args.static and facts.sources.get("cpu_image"))
+    ctx = Context(matrix=current(), options={"static": args.static, "cpu": cpu})
     if args.static:
         facts = static_view(facts, ctx.matrix, args.host_driver, args.target_gpu, args.target_cc)
+        if cpu and not facts.sources.get("cpu_image"):
+            from dataclasses import replace as _replace
+
+            facts = _replace(facts, sources={**facts.sources, "cpu_image": "--cpu"})
         selected = [c for c in (selected or REGISTRY) if c.static]
     report = diagnose(facts, checks=selected, ctx=ctx)  # type: ignore[arg-type]
     if args.static:

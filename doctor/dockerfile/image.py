@@ -52,7 +52,8 @@ FETCHES = re.compile(r"\bgit\s+clone\b|\bwget\b|\bcurl\b|\bgit\s+(checkout|pull)
 PYTHON_TREE = re.compile(r"site-packages|dist-packages|conda|venv|/lib/python|\.local|^/usr(/local)?/?$|^/opt/?$|^/$")
 MAX_BYTES = 1_000_000  # a Dockerfile or requirements file larger than this is not one
 MAX_REQUIREMENTS = 5_000  # requirement lines read for one pip call, all included files together
-EXTRA_ENV = ("CONDA_OVERRIDE_CUDA", "TORCH_CUDA_ARCH_LIST")
+EXTRA_ENV = ("CONDA_OVERRIDE_CUDA", "TORCH_CUDA_ARCH_LIST", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE")
+CPU_LABEL = "gpu-doctor.cpu"  # LABEL gpu-doctor.cpu=true: an image meant for CPUs (as `check --cpu` says)
 PYTHON = "python3"  # the interpreter the facts name for the image's packages (a fix runs `python3 -m pip`)
 
 
@@ -75,6 +76,7 @@ class Base:
     cudnn_present: bool = False  # a cuDNN tag whose version the tag does not name ("-cudnn-")
     toolkit: bool = False  # a CUDA toolkit (at least its runtime) is installed under /usr/local/cuda
     known: bool = False  # the matrix says what this image holds
+    require_exceptions_known: bool = True  # the brand exceptions of its NVIDIA_REQUIRE_CUDA are in the table
     source: str | None = None  # the compat row's URL
     env: dict[str, str] = field(default_factory=dict)
 
@@ -101,6 +103,7 @@ class Stage:
     opaque: int = 0  # the first line that runs a script (./install.sh, curl … | sh): what it installs is unknown
     copied: dict[str, str] = field(default_factory=dict)  # COPY from the build context: image path → context path
     arch: str = "x86_64"  # FROM --platform=linux/arm64 builds for aarch64
+    cpu_label: int = 0  # the line of LABEL gpu-doctor.cpu=true: the image says it is meant for CPUs
 
     def context_path(self, path: str) -> str | None:
         """Where a path of the image came from in the build context (COPY . /app → /app/x is ./x)."""
@@ -142,7 +145,12 @@ def base_image(ref: str, line: int, matrix: Any) -> Base:
         m = re.fullmatch(r"(\d+\.\d+(?:\.\d+)?)(?:-cudnn(\d*))?-(base|runtime|devel)-([a-z]+)(\d[\d.]*)", tag)
         if m:
             row = next((r for r in schemes if r.get("flavour") == m.group(3)), schemes[0])
-            return Base(ref, line, cuda=m.group(1), cudnn=m.group(2) or None, cudnn_present=m.group(2) is not None,
+            # every nvidia/cuda image sets NVIDIA_REQUIRE_CUDA=cuda>=<major.minor>, with brand exceptions by release
+            require = next((str(r["require"]) for r in rows("require_cuda") if r.get("image") == repo
+                            and r.get("cuda") == mm(m.group(1)) and r.get("require")), None)
+            env = {**env, "NVIDIA_REQUIRE_CUDA": require or f"cuda>={mm(m.group(1))}"}
+            return Base(ref, line, cuda=m.group(1), require_exceptions_known=require is not None,
+                        cudnn=m.group(2) or None, cudnn_present=m.group(2) is not None,
                         flavour=m.group(3), nvcc=bool(row.get("nvcc")), os_id=_os_id(m.group(4)),
                         os_version=m.group(5), toolkit=True, known=True, source=row.get("source"), env=env)
     if repo == "pytorch/pytorch" and schemes:
@@ -253,6 +261,7 @@ def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, s
             stage = Stage(name, parent.base, env=dict(parent.env), packages=dict(parent.packages),
                           conda=parent.conda, system=dict(parent.system), notes=list(parent.notes),
                           workdir=parent.workdir, copied=dict(parent.copied), opaque=parent.opaque,
+                          cpu_label=parent.cpu_label,
                           arch=parent.arch if not platform else arch)
         else:
             base = base_image(ref, ins.line, matrix)
@@ -281,6 +290,10 @@ def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, s
         for k, v in key_values(ins.args):
             st.env[k] = (bounded(substitute(v, {**scope, k: st.env.get(k, ("", 0))[0]}), f"ENV {k}"), ins.line)
             scope[k] = st.env[k][0]
+    elif ins.keyword == "LABEL":
+        for k, v in key_values(ins.args):
+            if k.lower() == CPU_LABEL and v.strip().lower() in ("true", "1", "yes"):
+                st.cpu_label = ins.line
     elif ins.keyword == "WORKDIR":
         st.workdir = posixpath.normpath(posixpath.join(st.workdir, substitute(ins.args.strip(), scope)))
     elif ins.keyword in ("COPY", "ADD") and "--from=" not in ins.args:
@@ -574,6 +587,11 @@ def _image(path: str, st: Stage) -> Image:
         sources["toolkits"] = f"dockerfile:{path}"
     if b.source:
         sources["base"] = b.source
+    if st.cpu_label:
+        sources["cpu_image"] = f"LABEL {CPU_LABEL}=true at {path}:{st.cpu_label}"
+    if not b.require_exceptions_known and env.get("NVIDIA_REQUIRE_CUDA") == b.env.get("NVIDIA_REQUIRE_CUDA"):
+        sources["require_cuda"] = (f"{b.image} sets NVIDIA_REQUIRE_CUDA={env['NVIDIA_REQUIRE_CUDA']} with brand "
+                                   "exceptions that compat/images.toml does not list for this release")
     facts = Facts(host=host, driver=DriverInfo(packages=drivers), toolkits=toolkits, loader=loader, cudnn=cudnn,
                   python_envs=envs, env=env, sources=sources)
     return Image(path=path, facts=facts, lines=lines, notes=list(st.notes))

@@ -166,17 +166,17 @@ def _closing(text: str, start: int) -> int:
 
 def key_values(args: str) -> list[tuple[str, str]]:
     """ENV/ARG pairs: `K=V K2="v 2"` or the legacy `K V` form."""
-    words = [w for kind, w in lex(args) if kind == "w"]
+    words = [w for kind, w in lex(args, shell=False) if kind == "w"]
     if words and "=" not in words[0]:
         return [(words[0], " ".join(words[1:]))]
     return [tuple(w.split("=", 1)) if "=" in w else (w, "") for w in words]  # type: ignore[misc]
 
 
-def lex(script: str) -> list[tuple[str, str]]:
+def lex(script: str, shell: bool = True) -> list[tuple[str, str]]:
     """A shell script as ("w", word) and ("op", operator) tokens: quotes removed as the shell removes them,
     `$(…)` and backquotes kept inside their word, `#` comments and redirections (with their target and file
-    descriptor) dropped, a newline read as `;`. Linear in the length of the script (shlex is quadratic in
-    the length of one token)."""
+    descriptor) dropped, a newline read as `;`. ``shell=False`` (ENV/ARG values): quotes and escapes only.
+    Linear in the length of the script (shlex is quadratic in the length of one token)."""
     out: list[tuple[str, str]] = []
     buf: list[str] = []
     in_word = False
@@ -197,6 +197,10 @@ def lex(script: str) -> list[tuple[str, str]]:
         elif c == "\n":
             end_word()
             out.append(("op", ";"))
+            i += 1
+        elif not shell and c not in "'\"\\":
+            buf.append(c)
+            in_word = True
             i += 1
         elif c == "#" and not in_word:
             j = script.find("\n", i)
