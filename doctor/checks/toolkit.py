@@ -124,6 +124,11 @@ def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 "or a system CUDA toolkit of the version the framework was built for.",
             intents=[ReinstallFramework(exe, p.name, p.version, reason="runtime") for exe, p in owners],
         )
+    elif ctx.options.get("static") and fw:  # a runtime image whose framework brings its CUDA: as it should be
+        yield ok("toolkit.missing", "No CUDA toolkit in the image, and none is needed: every framework here brings "
+                 "its own CUDA runtime (" + ", ".join(label(p) for _e, p in fw) + ")", Evidence("toolkits", []),
+                 detail="Building CUDA extensions (flash-attn, torch.utils.cpp_extension) in the image would need "
+                        "nvcc: an nvidia/cuda *-devel base.")
     else:
         why = ("every framework here brings its own CUDA runtime: " + ", ".join(label(p) for _e, p in fw)) if fw \
             else "nothing here needs one yet; you need it to compile CUDA code (nvcc, extensions)"

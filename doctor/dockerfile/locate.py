@@ -45,9 +45,40 @@ def locate(report: Any, image: Image) -> Any:
             continue
         ln = line_for(f, image)
         where = f"{image.path}:{ln}"
-        found.append(replace(f, title=f"{where}: {f.title}",
+        found.append(replace(dockerfile_fix(f), title=f"{where}: {f.title}",
                              evidence=[Evidence("dockerfile", where, "dockerfile"), *f.evidence]))
     return replace(report, findings=found)
+
+
+_EXPORT = re.compile(r"^\s*export\s+([A-Za-z_]\w*)=(.*)$", re.M)
+_HOST_ONLY = re.compile(r"gpu-doctor fix|~/\.bashrc|shell profile|\breboot\b|modprobe|\bdkms\b|nvidia-driver|"
+                        r"install(ing)? (the )?(NVIDIA )?driver|driver ≥|sudo ")
+
+
+def dockerfile_fix(f: Any) -> Any:
+    """A finding's fix as a Dockerfile line: `export X=…` for a shell profile becomes `ENV X=…`; a toolkit to
+    install becomes a FROM …-devel tag or a RUN line; the host's driver is not the image's, so no fix for it is
+    given here; `gpu-doctor fix` (which changes this machine) is never the answer. The plan's host intents go."""
+    from doctor.findings import Fix
+    from doctor.intents import InstallDriverBranch, InstallToolkit
+
+    if f.fix is None and not f.intents:
+        return f
+    text = f.fix.summary if f.fix else ""
+    if _EXPORT.search(text):
+        env = "\n".join(f"ENV {k}={v.strip()}" for k, v in _EXPORT.findall(text))
+        text = f"Set it in the Dockerfile:\n{env}"
+    elif any(isinstance(i, InstallDriverBranch) for i in f.intents) or (_HOST_ONLY.search(text) and "driver" in text):
+        text = ""  # the driver is the host's: the detail says which one the host needs
+    elif any(isinstance(i, InstallToolkit) for i in f.intents) or (
+            "toolkit" in text.lower() and _HOST_ONLY.search(text)):
+        cuda = next((i.cuda for i in f.intents if isinstance(i, InstallToolkit) and i.cuda), None)
+        text = (f"Give the image the CUDA {cuda} toolkit: build FROM an nvidia/cuda:{cuda}.*-devel tag, or RUN "
+                f"apt-get install -y cuda-toolkit-{cuda.replace('.', '-')} from NVIDIA's CUDA repository."
+                if cuda else "Give the image a CUDA toolkit only if it compiles CUDA code: build FROM an "
+                "nvidia/cuda:*-devel tag.")
+    text = re.sub(r"\s*\(?`gpu-doctor fix`[^)]*\)?\.?", "", text).strip()
+    return replace(f, fix=Fix(summary=text) if text else None, intents=[])
 
 
 def note_findings(image: Image) -> list[Any]:
