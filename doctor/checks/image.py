@@ -135,4 +135,47 @@ def _short(text: str) -> str:
     return text if len(text) <= 160 else text[:157] + "…"
 
 
-CHECKS = [env_blocks_gpu, require_cuda]
+COMPAT_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"
+
+
+@check("image.forward_compat", "Environment", "With --static: the image does not force NVIDIA's forward-compatibility "
+       "libcuda (cuda-compat) on every host.", static=True)
+def forward_compat_forced(facts: Facts, ctx: Context) -> Iterator[Finding]:
+    if not ctx.options.get("static"):
+        raise NotApplicable("only with --static (a live machine's compat libcuda is judged by driver.forward_compat)")
+    ld = [d for d in (facts.env.get("LD_LIBRARY_PATH") or "").split(":") if d.rstrip("/").endswith("/compat")]
+    lib = facts.loader.libcuda
+    forced = [*ld, *([lib.path.rsplit("/", 1)[0]] if lib and "/compat/" in lib.path else [])]
+    packages = [p.name for p in facts.driver.packages if p.name.startswith("cuda-compat")]
+    if not forced and not packages:
+        raise NotApplicable("the image puts no cuda-compat library on the loader's path and installs none")
+    evidence = ([ev(facts, "env.LD_LIBRARY_PATH", facts.env.get("LD_LIBRARY_PATH"), "env")] if ld else []) + (
+        [ev(facts, "loader.libcuda", lib.path, "ldconfig")] if lib and "/compat/" in lib.path else []) + (
+        [Evidence("driver.packages", packages, "dpkg")] if packages else [])
+    from doctor.matrix import Matrix, current
+
+    m = ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+    gpu = facts.gpus[0] if facts.gpus else None
+    segment = (m.gpu(gpu.name) or {}).get("segment") if gpu else None
+    consumer = bool(gpu) and segment not in (None, "datacenter", "embedded")
+    where = f"{', '.join(forced)} on the loader's path" if forced else f"{', '.join(packages)} installed"
+    detail = ("NVIDIA's forward compatibility works only on data-center GPUs (and select NGC-ready RTX SKUs); on "
+              "GeForce and most workstation GPUs every CUDA call fails with CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE "
+              "(804). On a host whose kernel driver is not a branch the compat library was made for (a newer driver, "
+              "typically) CUDA fails with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803). The NVIDIA container runtime "
+              f"already uses an image's compat libraries by itself, and only on hosts that need them ({COMPAT_DOC}).")
+    fix = ("Remove the line that puts the compat directory on the loader's path (the `ldconfig …/compat` RUN, or "
+           "…/compat in ENV LD_LIBRARY_PATH)." if forced else
+           "Install cuda-compat only for data-center hosts with an older driver branch; leave it off the loader's "
+           "path.")
+    if consumer:
+        yield finding("image.forward_compat", "fail",
+                      f"The image forces forward compatibility ({where}): on {gpu.name} CUDA fails with 804",  # type: ignore[union-attr]
+                      detail, [*evidence, Evidence("gpu", gpu.name, "--target-gpu")], fix=fix)  # type: ignore[union-attr]
+        return
+    yield finding("image.forward_compat", "warn" if forced else "info",
+                  f"The image {'forces' if forced else 'carries'} forward compatibility ({where}): consumer GPUs "
+                  "fail with 804, hosts with another driver branch with 803", detail, evidence, fix=fix)
+
+
+CHECKS = [env_blocks_gpu, require_cuda, forward_compat_forced]

@@ -46,6 +46,9 @@ from doctor.safeio import read_file
 
 # A RUN that hands over to a script: `./install.sh`, `bash setup.sh`, `curl … | sh`, `sh -c "$(curl …)"`
 OPAQUE = re.compile(r"\|\s*(sudo\s+)?(ba|z)?sh\b|\$\((curl|wget)\b")
+# A RUN that registers a forward-compatibility directory with the loader: `ldconfig /usr/local/cuda-12.4/compat/`,
+# `echo /usr/local/cuda/compat > /etc/ld.so.conf.d/…`
+COMPAT_DIR = re.compile(r"(?:\bldconfig\s+(?:-\w+\s+)*|\becho\s+[\"']?)(/.*?/compat)(?=/|\b)(?![\w-])")
 # A RUN that fetches files (a clone, a download): a requirements file it names comes from there, not the context
 FETCHES = re.compile(r"\bgit\s+clone\b|\bwget\b|\bcurl\b|\bgit\s+(checkout|pull)\b|\bgh\s+repo\s+clone\b")
 # COPY --from sources that carry a Python environment (and so the packages installed in that stage)
@@ -104,6 +107,7 @@ class Stage:
     copied: dict[str, str] = field(default_factory=dict)  # COPY from the build context: image path → context path
     arch: str = "x86_64"  # FROM --platform=linux/arm64 builds for aarch64
     cpu_label: int = 0  # the line of LABEL gpu-doctor.cpu=true: the image says it is meant for CPUs
+    compat: tuple[int, str] | None = None  # (line, dir) of a RUN that puts a cuda-compat directory on the loader path
 
     def context_path(self, path: str) -> str | None:
         """Where a path of the image came from in the build context (COPY . /app → /app/x is ./x)."""
@@ -261,7 +265,7 @@ def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, s
             stage = Stage(name, parent.base, env=dict(parent.env), packages=dict(parent.packages),
                           conda=parent.conda, system=dict(parent.system), notes=list(parent.notes),
                           workdir=parent.workdir, copied=dict(parent.copied), opaque=parent.opaque,
-                          cpu_label=parent.cpu_label,
+                          cpu_label=parent.cpu_label, compat=parent.compat,
                           arch=parent.arch if not platform else arch)
         else:
             base = base_image(ref, ins.line, matrix)
@@ -339,6 +343,11 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
     script = re.sub(r"^(--\S+\s+)+", "", exec_form(ins.args))
     pips, condas, systems, unknown = parse_run(script, ins.line, scope)
     fetched = bool(FETCHES.search(script))
+    for cmd in re.split(r"&&|\|\||;|\n", script):
+        hit = COMPAT_DIR.search(cmd)
+        if hit and (re.search(r"\bldconfig\b", cmd) or "ld.so.conf" in cmd):
+            st.compat = (ins.line, substitute(hit.group(1), scope))
+            break
     for what in unknown:
         st.notes.append((ins.line, f"{what}: what it installs (a CUDA toolkit, frameworks) is unknown"))
         st.opaque = st.opaque or ins.line
@@ -537,6 +546,9 @@ def _image(path: str, st: Stage) -> Image:
                                 source=f"dockerfile:FROM {b.image}"))
         if b.nvcc and "/usr/local/cuda/bin" in env_path:
             loader = LoaderInfo(nvcc_on_path=LibRef(path="/usr/local/cuda/bin/nvcc", version=b.cuda))
+    if st.compat:  # the loader finds the cuda-compat libcuda before the driver's own
+        loader = replace(loader, libcuda=LibRef(path=f"{st.compat[1].rstrip('/')}/libcuda.so.1"))
+        lines["loader.libcuda"] = st.compat[0]
     if (b.cudnn or b.cudnn_present) and not b.torch:
         cudnn.append(Cudnn(version=b.cudnn, location=f"base image {b.image}", source="image"))
     known_cuda = {mm(t.version) for t in toolkits}

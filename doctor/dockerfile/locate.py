@@ -14,7 +14,7 @@ def line_for(finding: Any, image: Image) -> int:
     detail, then its evidence, the install of a package it names or the toolkit it names; else the FROM line
     of the final stage."""
     for e in finding.evidence:
-        if e.fact.startswith("env.") and image.lines.get(e.fact):
+        if (e.fact.startswith("env.") or e.fact.startswith("loader.")) and image.lines.get(e.fact):
             return image.lines[e.fact]
     pkgs = sorted((k[4:] for k in image.lines if k.startswith("pkg.")), key=len, reverse=True)
     toolkits = {k[8:]: ln for k, ln in image.lines.items() if k.startswith("toolkit.")}
