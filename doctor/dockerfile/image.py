@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.dockerfile.installs import (
+    MAX_SPECS,
     PipCall,
     and_cuda_specs,
     conda_packages,
@@ -54,6 +55,7 @@ FETCHES = re.compile(r"\bgit\s+clone\b|\bwget\b|\bcurl\b|\bgit\s+(checkout|pull)
 # COPY --from sources that carry a Python environment (and so the packages installed in that stage)
 PYTHON_TREE = re.compile(r"site-packages|dist-packages|conda|venv|/lib/python|\.local|^/usr(/local)?/?$|^/opt/?$|^/$")
 MAX_BYTES = 1_000_000  # a Dockerfile or requirements file larger than this is not one
+MAX_STAGES = 256  # FROM lines (BuildKit's own graphs of thousands of stages are no real Dockerfile)
 MAX_REQUIREMENTS = 5_000  # requirement lines read for one pip call, all included files together
 EXTRA_ENV = ("CONDA_OVERRIDE_CUDA", "TORCH_CUDA_ARCH_LIST", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE")
 CPU_LABEL = "gpu-doctor.cpu"  # LABEL gpu-doctor.cpu=true: an image meant for CPUs (as `check --cpu` says)
@@ -230,9 +232,15 @@ def _current() -> Any:
 def from_text(text: str, path: str, matrix: Any, context: Path | None = None,
               build_args: dict[str, str] | None = None) -> Image:
     instructions = read_instructions(text)
-    if not any(i.keyword == "FROM" for i in instructions):
+    froms = sum(1 for i in instructions if i.keyword == "FROM")
+    if not froms:
         raise DockerfileError(f"{path}: no FROM line; not a Dockerfile")
-    given = {k: bounded(v, f"--build-arg {k}") for k, v in (build_args or {}).items()}
+    if froms > MAX_STAGES:
+        raise DockerfileError(f"{path}: {froms} build stages, more than {MAX_STAGES}; too many to judge")
+    try:
+        given = {k: bounded(v, f"--build-arg {k}") for k, v in (build_args or {}).items()}
+    except TooLarge as exc:
+        raise DockerfileError(f"{path}: {exc}") from None
     global_args: dict[str, str] = {}
     stages: list[Stage] = []
     for ins in instructions:
@@ -292,7 +300,8 @@ def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, s
             st.args[k] = given.get(k, bounded(substitute(v, scope), f"ARG {k}") if v else global_args.get(k, ""))
     elif ins.keyword == "ENV":
         for k, v in key_values(ins.args):
-            st.env[k] = (bounded(substitute(v, {**scope, k: st.env.get(k, ("", 0))[0]}), f"ENV {k}"), ins.line)
+            # ENV X=$X:… reads the ARG or the ENV of that name; one set nowhere is empty (as Docker has it)
+            st.env[k] = (bounded(substitute(v, {k: "", **scope}), f"ENV {k}"), ins.line)
             scope[k] = st.env[k][0]
     elif ins.keyword == "LABEL":
         for k, v in key_values(ins.args):
@@ -367,6 +376,10 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
                 st.opaque = st.opaque or ins.line
                 continue
             specs += [(s, call.upgrade) for s in _requirements(req, context, ins.line, st.notes, call)]
+        specs = list(dict.fromkeys(specs))  # each requirement once (a file included twice, a repeated name)
+        if len(specs) > MAX_SPECS:
+            st.notes.append((ins.line, f"{len(specs)} requirements: those after the first {MAX_SPECS} are not read"))
+            specs = specs[:MAX_SPECS]
         specs += [(x, upgrade) for spec, upgrade in list(specs) for x in and_cuda_specs(spec, call, matrix)]
         for path in (s for s in call.specs if _is_path(s)):  # a project: its dependencies, installed only if needed
             where = st.context_path(path.split("[", 1)[0])

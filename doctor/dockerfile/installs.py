@@ -46,6 +46,8 @@ def _expand(words: list[str], scope: dict[str, str], shell: dict[str, str]) -> l
     return out
 
 
+MAX_COMMANDS = 2_000  # commands read in one RUN
+MAX_SPECS = 2_000  # requirements resolved for one RUN (a long requirements file included)
 WRAPPERS = ("sudo", "env", "time", "nice", "nohup", "eatmydata", "exec", "command")
 SYSTEM_MANAGERS = {"apt-get": "dpkg", "apt": "dpkg", "yum": "rpm", "dnf": "rpm", "microdnf": "rpm", "tdnf": "rpm"}
 
@@ -90,7 +92,11 @@ def parse_run(script: str, line: int, scope: dict[str, str]
     systems: list[tuple[str, list[str]]] = []
     unknown: list[str] = []
     shell: dict[str, str] = {}  # VAR=value assignments earlier in the same RUN (the first one wins: `A && X=1 || X=2`)
-    for cmd in commands(script):
+    cmds = commands(script)
+    if len(cmds) > MAX_COMMANDS:  # bounded work: no real RUN line holds thousands of commands
+        unknown.append(f"a RUN of {len(cmds)} commands: those after the first {MAX_COMMANDS} are not read")
+        cmds = cmds[:MAX_COMMANDS]
+    for cmd in cmds:
         argv = _expand(cmd.argv, scope, shell)
         while argv and (re.fullmatch(r"[A-Za-z_]\w*=.*", argv[0]) or argv[0] in WRAPPERS):
             word = argv.pop(0)
