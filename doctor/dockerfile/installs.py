@@ -66,7 +66,7 @@ def opaque_command(argv: list[str]) -> str | None:
     `python setup.py install`. None for anything else."""
     if not argv:
         return None
-    name = Path(argv[0]).name
+    name = argv[0] if argv[0] == "." else Path(argv[0]).name
     if name in LOCKED and len(argv) > 1 and argv[1] in LOCKED[name]:
         return f"`{name} {argv[1]}` installs what the project's lock file says"
     if name in SHELLS:
