@@ -707,3 +707,42 @@ def test_a_file_copied_into_a_directory_keeps_its_name() -> None:
     image = read(DATA / "videolingo.Dockerfile")  # COPY requirements.txt . then pip install -e .
     assert not any("pip install requirements.txt" in t for _ln, t in image.notes)
     assert any("pip install .:" in t for _ln, t in image.notes)
+
+
+@pytest.mark.parametrize("run", ['pip install -e "python[all]"', "uv pip install dist/*.whl", "pip install -e ./sub",
+                                 "pip install src/pkg/", "pip install -e .[dev]"])
+def test_a_local_path_is_the_project_never_a_pypi_package(run: str) -> None:
+    image = image_of(f"FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN {run}\n")
+    names = {p.name for e in image.facts.python_envs for p in e.packages}
+    assert not names & {"python", "dist", "sub", "src", "pkg"}, names
+    assert any("the project being built" in t for _ln, t in image.notes), image.notes
+
+
+def test_find_links_torch_stable_gives_its_cuda_build() -> None:
+    image = read(DATA / "detectron2.Dockerfile")  # torch==1.10 -f …/cu111/torch_stable.html (older than the matrix)
+    torch = torch_of(image)
+    assert (torch.version, torch.cuda, torch.cpu_only) == ("1.10+cu111", "11.1", False)
+    assert any("not in the matrix" in t and "cu111" in t for _ln, t in image.notes)
+
+
+def test_a_cudnn_tag_without_its_version_says_so() -> None:
+    done = gpu_doctor("--dockerfile", str(DATA / "tgi-trtllm.Dockerfile"), "--json")
+    (f,) = findings_of(done, "cudnn.missing")
+    assert "cuDNN (version not in the tag)" in f["title"] and "None" not in f["title"]
+
+
+@pytest.mark.parametrize("env,expected", [
+    ("ENV LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH}:}/usr/local/nvidia/lib64", "/usr/local/nvidia/lib64"),
+    ("ENV LD_LIBRARY_PATH=/opt/x${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}", "/opt/x"),
+    ("ENV LD_LIBRARY_PATH=${MISSING:-${ALSO:-/fallback}}/lib", "/fallback/lib"),
+    ("ENV LD_LIBRARY_PATH=${V:-x}", "/set"),
+])
+def test_shell_expansion_forms_in_env(env: str, expected: str) -> None:
+    image = image_of(f"FROM ubuntu:22.04\nARG V=/set\n{env}\n")
+    assert image.facts.env["LD_LIBRARY_PATH"] == expected
+
+
+def test_expansion_of_a_set_variable_in_the_nested_form() -> None:
+    image = image_of("FROM ubuntu:22.04\nENV LD_LIBRARY_PATH=/a\n"
+                     "ENV LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH}:}/b\n")
+    assert image.facts.env["LD_LIBRARY_PATH"] == "/a:/b"

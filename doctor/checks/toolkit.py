@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok, probed
-from doctor.facts import Facts, PyPackage
+from doctor.facts import Cudnn, Facts, PyPackage
 from doctor.findings import Evidence, Finding, FixStep
 from doctor.intents import OnlyIfWanted, ReinstallFramework
 from doctor.registry import Context, NotApplicable, Skip, check
@@ -240,9 +240,12 @@ NEEDS_CUDNN = ("tensorflow", "tf-nightly", "jax", "jaxlib")
 @check("cudnn.missing", "cuDNN", "cuDNN is installed where a framework needs a system cuDNN.", static=True)
 def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if facts.cudnn:
-        shown = ", ".join(f"{c.version} ({c.source}: {c.location})" for c in facts.cudnn[:3])
+        def version(c: Cudnn) -> str:  # an image tag like …-cudnn-runtime names cuDNN but not its version
+            return c.version or ("cuDNN (version not in the tag)" if c.source == "image" else "version unknown")
+
+        shown = ", ".join(f"{version(c)} ({c.source}: {c.location})" for c in facts.cudnn[:3])
         yield ok("cudnn.missing", f"cuDNN found: {shown}",
-                 *[Evidence(f"cudnn[{i}]", c.version, c.source) for i, c in enumerate(facts.cudnn)])
+                 *[Evidence(f"cudnn[{i}]", version(c), c.source) for i, c in enumerate(facts.cudnn)])
         return
     owners = [(e, p) for e, p in frameworks(facts) if p.name in NEEDS_CUDNN and p.cpu_only is False]
     needy = [p for _e, p in owners]

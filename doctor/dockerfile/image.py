@@ -20,6 +20,7 @@ from doctor.dockerfile.installs import (
     pip_package,
     satisfied,
     spec_name,
+    wheel_spec,
 )
 from doctor.dockerfile.syntax import (
     Instruction,
@@ -368,7 +369,9 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
     for call in pips:
         call.python = st.base.python
         call.arch = st.arch
-        specs = [(s, call.upgrade) for s in call.specs if not _is_path(s)]
+        local = [s for s in call.specs if _is_path(s) or (s in call.editables and "://" not in s and "+" not in
+                                                           s.split("[", 1)[0])]
+        specs = [(s, call.upgrade) for s in call.specs if s not in local]
         for req in call.requirements:
             if fetched and not _in_context(req, st, context):
                 st.notes.append((ins.line, f"-r {req}: fetched at build time (the same RUN clones or downloads "
@@ -381,7 +384,7 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
             st.notes.append((ins.line, f"{len(specs)} requirements: those after the first {MAX_SPECS} are not read"))
             specs = specs[:MAX_SPECS]
         specs += [(x, upgrade) for spec, upgrade in list(specs) for x in and_cuda_specs(spec, call, matrix)]
-        for path in (s for s in call.specs if _is_path(s)):  # a project: its dependencies, installed only if needed
+        for path in local:  # the project being built: its dependencies, installed only if needed
             where = st.context_path(path.split("[", 1)[0])
             extras = "[" + path.split("[", 1)[1] if "[" in path else ""
             specs += [(s, False) for s in _project_dependencies((where or path.split("[", 1)[0]) + extras, context,
@@ -443,7 +446,13 @@ def _context_file(name: str, st: Stage, context: Path | None, line: int) -> str 
 
 
 def _is_path(spec: str) -> bool:
-    return spec.split("[", 1)[0] in (".", "..") or (spec.startswith(("./", "../", "/")) and not spec.endswith(".whl"))
+    """A local directory or wheel (the project being built): `.`, `./x`, `/src/x`, `python/[all]`, `dist/*.whl`."""
+    name = spec.split("[", 1)[0]
+    if "://" in name or name.startswith(("git+", "hg+", "svn+", "bzr+")) or "@" in name:
+        return False
+    if name.endswith(".whl"):  # a wheel that names its release is that release; a glob (dist/*.whl) is the project
+        return "*" in name or wheel_spec(name) is None
+    return name in (".", "..") or name.startswith(("./", "../", "/")) or "/" in name
 
 
 def _project_dependencies(spec: str, context: Path | None, line: int, notes: list[tuple[int, str]]) -> list[str]:
@@ -453,8 +462,8 @@ def _project_dependencies(spec: str, context: Path | None, line: int, notes: lis
     wanted = {e.strip() for e in extras.rstrip("]").split(",") if e.strip()}
     root = (context / path.lstrip("/")) if context is not None else None
     if root is None or not _inside(context, root / "pyproject.toml") or not (root / "pyproject.toml").is_file():
-        notes.append((line, f"pip install {spec}: no pyproject.toml for it in the build context; what it installs "
-                      "is unknown"))
+        notes.append((line, f"pip install {spec}: the project being built; without its pyproject.toml in the build "
+                      "context, what it installs is unknown"))
         return []
     try:
         import tomllib

@@ -35,6 +35,7 @@ class PipCall:
     arch: str = "x86_64"  # the matrix describes the Linux x86_64 wheels
     uninstall: bool = False
     target: bool = False  # --target / --prefix / --root: installed outside the image's environment
+    editables: list[str] = field(default_factory=list)  # -e X: always a local path (or a VCS URL), never a PyPI name
     text: str = ""
 
 
@@ -210,6 +211,7 @@ def _pip_call(words: list[str], line: int) -> PipCall:
                 call.torch_backend = value
             elif opt in ("-e", "--editable"):
                 call.specs.append(value)
+                call.editables.append(value)
             elif opt in ("-t", "--target", "--prefix", "--root"):
                 call.target = True
             continue
@@ -327,6 +329,11 @@ def resolve_torch(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, 
     if flavour is None and extra and row and (extra == "cpu" or (extra.startswith("cu") and any(
             mm(v.get("cuda")) == _cu(extra) for v in row.get("variant", [])))):
         flavour = extra
+    elif flavour is None and extra and row is None:  # a release older than the matrix: the page's own flavour
+        flavour = extra
+        notes.append((call.line, f"torch {version} is not in the matrix: read as the {extra} build that "
+                      f"{next(u for u in call.extra_index_urls if extra in u)} offers (its local version sorts "
+                      "above PyPI's)"))
     if flavour == "cpu":
         return PyPackage(name="torch", version=f"{version}+cpu", cuda=None, cpu_only=True)
     if flavour and flavour.startswith("rocm"):
@@ -345,7 +352,7 @@ def mm(v: Any) -> str | None:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
-def _wheel_spec(spec: str) -> str | None:
+def wheel_spec(spec: str) -> str | None:
     """A wheel file or URL as a pinned requirement: .../torch-2.1.0%2Bcu121-cp311-…whl → torch==2.1.0+cu121."""
     from urllib.parse import unquote
 
@@ -362,7 +369,7 @@ def spec_name(spec: str) -> str | None:
 
 def pip_package(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, str]]) -> PyPackage | None:
     if spec.endswith(".whl"):
-        spec = _wheel_spec(spec) or spec
+        spec = wheel_spec(spec) or spec
     name = spec_name(spec)
     if name is None:
         return None
