@@ -746,3 +746,35 @@ def test_expansion_of_a_set_variable_in_the_nested_form() -> None:
     image = image_of("FROM ubuntu:22.04\nENV LD_LIBRARY_PATH=/a\n"
                      "ENV LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH}:}/b\n")
     assert image.facts.env["LD_LIBRARY_PATH"] == "/a:/b"
+
+
+# --- an unknown base image is unknown, not empty (class 3) ------------------------------------------------
+
+
+def test_on_an_unknown_base_no_failure_rests_on_what_pip_would_install(tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text("FROM myorg/ml-base:latest\nRUN pip install torch==2.5.1 --index-url "
+                                         "https://download.pytorch.org/whl/cpu\n")
+    done = gpu_doctor("--dockerfile", str(tmp_path / "Dockerfile"), "--json")
+    (f,) = findings_of(done, "framework.cpu_only_build")
+    assert f["severity"] == "warn" and "base image having no torch of its own" in f["detail"]
+    assert done.returncode == 0
+    notes = [f["title"] for f in findings_of(done, "dockerfile.unresolved")]
+    assert any("if the base image myorg/ml-base:latest has no torch" in t for t in notes), notes
+    (tmp_path / "Dockerfile").write_text("FROM ubuntu:22.04\nRUN pip install torch==2.5.1 --index-url "
+                                         "https://download.pytorch.org/whl/cpu\n")
+    assert gpu_doctor("--dockerfile", str(tmp_path / "Dockerfile")).returncode == 1  # a known, empty base: a fact
+
+
+def test_an_ngc_tag_without_a_row_is_unknown_not_ready() -> None:
+    done = gpu_doctor("--dockerfile", str(DATA / "nemo-speech.Dockerfile"), "--json")
+    assert json.loads(done.stdout)["status"] == "unknown" and done.returncode == 4
+    notes = [f["title"] for f in findings_of(done, "dockerfile.unresolved")]
+    assert any("nvcr.io/nvidia/pytorch:24.07-py3: what it holds is not in the matrix" in t for t in notes)
+
+
+def test_a_cuda_patch_release_missing_from_the_table_falls_back_to_its_floor() -> None:
+    image = image_of("FROM nvidia/cuda:12.9.2-runtime-ubuntu24.04\n")
+    assert image.facts.toolkits[0].version == "12.9.2"
+    assert current().min_driver("12.9.2")["version"] == "12.9.0"  # 12.9's first release sets the floor
+    done_text = image_of("FROM nvidia/cuda:12.9.2-cudnn-devel-ubuntu24.04\n")
+    assert done_text.facts.toolkits[0].nvcc_version == "12.9.2"  # -devel images have nvcc

@@ -56,6 +56,7 @@ FETCHES = re.compile(r"\bgit\s+clone\b|\bwget\b|\bcurl\b|\bgit\s+(checkout|pull)
 # COPY --from sources that carry a Python environment (and so the packages installed in that stage)
 PYTHON_TREE = re.compile(r"site-packages|dist-packages|conda|venv|/lib/python|\.local|^/usr(/local)?/?$|^/opt/?$|^/$")
 MAX_BYTES = 1_000_000  # a Dockerfile or requirements file larger than this is not one
+HEDGED = ("torch", "tensorflow", "tensorflow-gpu", "jax", "jaxlib", "cupy-cuda12x", "cupy-cuda11x", "cupy-cuda13x")
 MAX_STAGES = 256  # FROM lines (BuildKit's own graphs of thousands of stages are no real Dockerfile)
 MAX_REQUIREMENTS = 5_000  # requirement lines read for one pip call, all included files together
 EXTRA_ENV = ("CONDA_OVERRIDE_CUDA", "TORCH_CUDA_ARCH_LIST", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE")
@@ -111,6 +112,7 @@ class Stage:
     arch: str = "x86_64"  # FROM --platform=linux/arm64 builds for aarch64
     cpu_label: int = 0  # the line of LABEL gpu-doctor.cpu=true: the image says it is meant for CPUs
     compat: tuple[int, str] | None = None  # (line, dir) of a RUN that puts a cuda-compat directory on the loader path
+    hedged: set[str] = field(default_factory=set)  # packages resolved as if an unknown base had none of them
 
     def context_path(self, path: str) -> str | None:
         """Where a path of the image came from in the build context (COPY . /app → /app/x is ./x)."""
@@ -129,6 +131,7 @@ class Image:
     facts: Facts
     lines: dict[str, int]  # "base", "env.NAME", "pkg.NAME"
     notes: list[tuple[int, str]]
+    hedged: tuple[str, ...] = ()  # packages read as if the (unknown) base image had none: no failure rests on them
 
 
 # --- the base image -----------------------------------------------------------------------------
@@ -274,7 +277,7 @@ def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, s
             stage = Stage(name, parent.base, env=dict(parent.env), packages=dict(parent.packages),
                           conda=parent.conda, system=dict(parent.system), notes=list(parent.notes),
                           workdir=parent.workdir, copied=dict(parent.copied), opaque=parent.opaque,
-                          cpu_label=parent.cpu_label, compat=parent.compat,
+                          cpu_label=parent.cpu_label, compat=parent.compat, hedged=set(parent.hedged),
                           arch=parent.arch if not platform else arch)
         else:
             base = base_image(ref, ins.line, matrix)
@@ -401,6 +404,10 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
             have = st.packages.get(pkg.name)
             if have and not upgrade and satisfied(have.package, spec):
                 continue  # pip keeps what is installed
+            if not upgrade and not st.base.known and pkg.name in HEDGED and pkg.name not in st.packages:
+                st.hedged.add(pkg.name)
+                st.notes.append((ins.line, f"{pkg.name}: read as what pip installs if the base image {st.base.image} "
+                                 f"has no {pkg.name} of its own (pip keeps one that satisfies `{spec}`)"))
             st.packages[pkg.name] = Install(pkg, ins.line, f"pip {call.text}")
     env = {k: v for k, (v, _l) in st.env.items()} | scope
     for words in condas:
@@ -628,7 +635,8 @@ def _image(path: str, st: Stage) -> Image:
                                    "exceptions that compat/images.toml does not list for this release")
     facts = Facts(host=host, driver=DriverInfo(packages=drivers), toolkits=toolkits, loader=loader, cudnn=cudnn,
                   python_envs=envs, env=env, sources=sources)
-    return Image(path=path, facts=facts, lines=lines, notes=list(st.notes))
+    return Image(path=path, facts=facts, lines=lines, notes=list(st.notes),
+                 hedged=tuple(sorted(n for n in st.hedged if n in st.packages)))
 
 
 def label_of(p: PyPackage) -> str:

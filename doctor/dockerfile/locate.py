@@ -45,6 +45,7 @@ def locate(report: Any, image: Image) -> Any:
             continue
         ln = line_for(f, image)
         where = f"{image.path}:{ln}"
+        f = hedge(f, image)
         found.append(replace(dockerfile_fix(f), title=f"{where}: {f.title}",
                              evidence=[Evidence("dockerfile", where, "dockerfile"), *f.evidence]))
     return replace(report, findings=found)
@@ -53,6 +54,19 @@ def locate(report: Any, image: Image) -> Any:
 _EXPORT = re.compile(r"^\s*export\s+([A-Za-z_]\w*)=(.*)$", re.M)
 _HOST_ONLY = re.compile(r"gpu-doctor fix|~/\.bashrc|shell profile|\breboot\b|modprobe|\bdkms\b|nvidia-driver|"
                         r"install(ing)? (the )?(NVIDIA )?driver|driver ≥|sudo ")
+
+
+def hedge(f: Any, image: Image) -> Any:
+    """A failure that rests on a package read as if an unknown base image had none of it is a warning, and
+    says so: the base may bring its own (an NGC or vendor image with torch), which pip then keeps."""
+    if f.severity != "fail" or not image.hedged:
+        return f
+    text = " ".join([f.title, f.detail or "", *(f"{e.fact} {e.value}" for e in f.evidence)])
+    names = [n for n in image.hedged if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)]
+    if not names:
+        return f
+    return replace(f, severity="warn", detail=(f.detail or "") + f" This rests on the base image having no "
+                   f"{names[0]} of its own: what it holds is unknown, and pip keeps one that satisfies the request.")
 
 
 def dockerfile_fix(f: Any) -> Any:
