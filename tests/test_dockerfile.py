@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.dockerfile import DockerfileError, from_text, read, read_instructions
-from doctor.facts import facts_schema, validate
 from doctor.matrix import current
+from doctor.model.facts import facts_schema, validate
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "dockerfiles"
@@ -653,7 +653,7 @@ def test_a_path_export_fix_becomes_an_env_line() -> None:
     from doctor.engine import diagnose
     from doctor.registry import Context
 
-    report = locate(diagnose(image.facts, ctx=Context(matrix=current(), options={"static": True})), image)
+    report = locate(diagnose(image.facts, None, Context(matrix=current(), options={"static": True})), image)
     (f,) = [f for f in report.findings if f.code == "toolkit.path_not_set"]
     assert f.fix and 'ENV PATH="/usr/local/cuda-12.4/bin:$PATH"' in f.fix.summary and "bashrc" not in f.fix.summary
 

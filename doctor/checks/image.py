@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from doctor.checks.common import ev, finding, ok
-from doctor.facts import Facts
-from doctor.findings import Evidence, Finding
+from doctor.model.facts import Facts
+from doctor.model.findings import Evidence, Finding
 from doctor.registry import Context, NotApplicable, check
 
 TOOLKIT_DOC = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"
@@ -118,7 +118,7 @@ def require_cuda(facts: Facts, ctx: Context) -> Iterator[Finding]:
                       f"cuda>={req.cuda}'. Give --target-gpu to judge one GPU." + (f" {unknown}." if unknown else ""),
                       evidence, fix=fix)
     else:
-        brand_note = (f" (its exceptions, {exceptions}, do not cover {gpu.name})" if gpu and req.exceptions else "")
+        brand_note = (f"; its exceptions cover only {exceptions}, not {gpu.name}" if gpu and req.exceptions else "")
         yield finding("image.require_cuda", "fail",
                       f"The NVIDIA container runtime refuses to start this image on driver {driver}: "
                       f"NVIDIA_REQUIRE_CUDA needs driver ≥ {need or '?'} (CUDA {major_minor(req.cuda) or '?'})"

@@ -31,7 +31,7 @@ from doctor.dockerfile.syntax import (
     read_instructions,
     substitute,
 )
-from doctor.facts import (
+from doctor.model.facts import (
     ENV_NAMES,
     Cudnn,
     DriverInfo,

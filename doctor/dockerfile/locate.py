@@ -36,7 +36,7 @@ def line_for(finding: Any, image: Image) -> int:
 def locate(report: Any, image: Image) -> Any:
     """The report with each finding pointing at its line: `Dockerfile:12: title`, and the location as
     evidence (fact ``dockerfile``) for JSON and CI annotations."""
-    from doctor.findings import Evidence
+    from doctor.model.findings import Evidence
 
     found = []
     for f in [*report.findings, *note_findings(image)]:
@@ -73,8 +73,8 @@ def dockerfile_fix(f: Any) -> Any:
     """A finding's fix as a Dockerfile line: `export X=…` for a shell profile becomes `ENV X=…`; a toolkit to
     install becomes a FROM …-devel tag or a RUN line; the host's driver is not the image's, so no fix for it is
     given here; `gpu-doctor fix` (which changes this machine) is never the answer. The plan's host intents go."""
-    from doctor.findings import Fix
-    from doctor.intents import InstallDriverBranch, InstallToolkit
+    from doctor.model.findings import Fix
+    from doctor.model.intents import InstallDriverBranch, InstallToolkit
 
     if f.fix is None and not f.intents:
         return f
@@ -97,7 +97,7 @@ def dockerfile_fix(f: Any) -> Any:
 
 def note_findings(image: Image) -> list[Any]:
     """What the reader could not resolve, as info findings at their lines (shown with -v and in JSON)."""
-    from doctor.findings import Evidence, Finding
+    from doctor.model.findings import Evidence, Finding
 
     return [Finding(code="dockerfile.unresolved", severity="info", title=f"{image.path}:{ln}: {text}",
                     evidence=[Evidence("dockerfile", f"{image.path}:{ln}", "dockerfile")], area="Environment",
