@@ -391,7 +391,7 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
             where = st.context_path(path.split("[", 1)[0])
             extras = "[" + path.split("[", 1)[1] if "[" in path else ""
             specs += [(s, False) for s in _project_dependencies((where or path.split("[", 1)[0]) + extras, context,
-                                                                   ins.line, st.notes)]
+                                                                   ins.line, st.notes, shown=path)]
         for spec, upgrade in specs:
             if call.uninstall:
                 name = spec_name(spec)
@@ -462,14 +462,16 @@ def _is_path(spec: str) -> bool:
     return name in (".", "..") or name.startswith(("./", "../", "/")) or "/" in name
 
 
-def _project_dependencies(spec: str, context: Path | None, line: int, notes: list[tuple[int, str]]) -> list[str]:
+def _project_dependencies(spec: str, context: Path | None, line: int, notes: list[tuple[int, str]],
+                          shown: str | None = None) -> list[str]:
     """`pip install .[extra]` / `-e .`: the [project] dependencies (and the extras asked for) of the
     pyproject.toml in the build context (the COPY'd project; its path is taken relative to the context)."""
     path, _, extras = spec.partition("[")
     wanted = {e.strip() for e in extras.rstrip("]").split(",") if e.strip()}
+    shown = shown or spec
     root = (context / path.lstrip("/")) if context is not None else None
     if root is None or not _inside(context, root / "pyproject.toml") or not (root / "pyproject.toml").is_file():
-        notes.append((line, f"pip install {spec}: the project being built; without its pyproject.toml in the build "
+        notes.append((line, f"pip install {shown}: the project being built; without its pyproject.toml in the build "
                       "context, what it installs is unknown"))
         return []
     try:
@@ -479,7 +481,7 @@ def _project_dependencies(spec: str, context: Path | None, line: int, notes: lis
     try:
         data = tomllib.loads(read_file(root / "pyproject.toml", MAX_BYTES)[0].decode("utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError):  # unreadable, not TOML, or nested too deeply to parse
-        notes.append((line, f"pip install {spec}: its pyproject.toml cannot be read; what it installs is unknown"))
+        notes.append((line, f"pip install {shown}: its pyproject.toml cannot be read; what it installs is unknown"))
         return []
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
     deps = [d for d in project.get("dependencies", []) if isinstance(d, str)]
@@ -487,7 +489,7 @@ def _project_dependencies(spec: str, context: Path | None, line: int, notes: lis
     for extra in wanted:
         deps += [d for d in optional.get(extra, []) if isinstance(d, str)]
     if not deps and "dependencies" in project.get("dynamic", []):
-        notes.append((line, f"pip install {spec}: its dependencies are dynamic (setup.py); what it installs is "
+        notes.append((line, f"pip install {shown}: its dependencies are dynamic (setup.py); what it installs is "
                       "unknown"))
     return [bounded(d.split(";", 1)[0].strip(), "pyproject.toml: a dependency") for d in deps[:MAX_REQUIREMENTS]
             if _applies(d)]

@@ -72,6 +72,8 @@ def opaque_command(argv: list[str]) -> str | None:
         return f"`{name} {argv[1]}` installs what the project's lock file says"
     if name in SHELLS:
         script = next((w for w in argv[1:] if not w.startswith("-")), None)
+        if name in (".", "source") and script and (Path(script).name == "activate" or script.startswith("/etc/")):
+            return None  # activating a virtual environment, reading /etc/os-release: nothing installed
         if "-c" in argv[1:]:
             return None if not any("$(" in w or "`" in w for w in argv) else f"`{name} -c` runs a fetched script"
         return f"runs the script {script}" if script else None
