@@ -778,3 +778,19 @@ def test_a_cuda_patch_release_missing_from_the_table_falls_back_to_its_floor() -
     assert current().min_driver("12.9.2")["version"] == "12.9.0"  # 12.9's first release sets the floor
     done_text = image_of("FROM nvidia/cuda:12.9.2-cudnn-devel-ubuntu24.04\n")
     assert done_text.facts.toolkits[0].nvcc_version == "12.9.2"  # -devel images have nvcc
+
+
+@pytest.mark.parametrize("install,python,torch", [
+    ("apt-get update && apt-get install -y python3.8 python3-pip", "3.8", "2.5.1"),  # 2.6 needs Python ≥ 3.9
+    ("apt-get install -y python3.12", "3.12", None),
+    ("conda install -y python=3.8", "3.8", "2.5.1"),
+])
+def test_pip_resolves_for_the_python_the_image_installs(install: str, python: str, torch: str | None) -> None:
+    image = image_of(f"FROM nvidia/cuda:12.4.1-runtime-ubuntu20.04\nRUN {install}\nRUN pip install torch\n")
+    (env,) = image.facts.python_envs
+    assert env.version == python
+    newest = torch_of(image).version
+    if torch:
+        assert newest == torch  # pip skips releases whose Requires-Python excludes it
+    else:
+        assert newest == torch_of(image_of("FROM python:3.12\nRUN pip install torch\n")).version

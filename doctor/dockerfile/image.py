@@ -113,6 +113,7 @@ class Stage:
     cpu_label: int = 0  # the line of LABEL gpu-doctor.cpu=true: the image says it is meant for CPUs
     compat: tuple[int, str] | None = None  # (line, dir) of a RUN that puts a cuda-compat directory on the loader path
     hedged: set[str] = field(default_factory=set)  # packages resolved as if an unknown base had none of them
+    python: str | None = None  # the Python the image installs itself (apt python3.11, conda python=3.10, uv python)
 
     def context_path(self, path: str) -> str | None:
         """Where a path of the image came from in the build context (COPY . /app → /app/x is ./x)."""
@@ -278,6 +279,7 @@ def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, s
                           conda=parent.conda, system=dict(parent.system), notes=list(parent.notes),
                           workdir=parent.workdir, copied=dict(parent.copied), opaque=parent.opaque,
                           cpu_label=parent.cpu_label, compat=parent.compat, hedged=set(parent.hedged),
+                          python=parent.python,
                           arch=parent.arch if not platform else arch)
         else:
             base = base_image(ref, ins.line, matrix)
@@ -366,11 +368,14 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
         st.opaque = st.opaque or ins.line
     for manager, words in systems:
         for w in words:
+            py = re.fullmatch(r"python(3)\.?(\d{1,2})(?:[=-][\w.:~+-]*)?", w)
+            if py:  # apt-get install python3.11 / dnf install python3.12: the interpreter pip then installs for
+                st.python = f"{py.group(1)}.{py.group(2)}"
             name, _, version = w.partition("=") if manager == "dpkg" else (w, "", "")
             if re.match(r"(cuda|libcudnn|cudnn|nvidia-driver|libnvidia-compute|nvidia-utils)", name):
                 st.system[name] = (version or None, ins.line, manager)
     for call in pips:
-        call.python = st.base.python
+        call.python = st.python or st.base.python
         call.arch = st.arch
         local = [s for s in call.specs if _is_path(s) or (s in call.editables and "://" not in s and "+" not in
                                                            s.split("[", 1)[0])]
@@ -412,6 +417,10 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
     env = {k: v for k, (v, _l) in st.env.items()} | scope
     for words in condas:
         st.conda = True
+        py = next((re.fullmatch(r"python[=]{1,2}(3\.\d{1,2})(?:[.*][\w.*]*)?", w) for w in words
+                   if w.startswith("python=")), None)
+        if py:
+            st.python = py.group(1)
         pip_specs: list[str] = []
         if words[:1] == ["--env-file"]:
             text = _context_file(words[1], st, context, ins.line)
@@ -613,7 +622,7 @@ def _image(path: str, st: Stage) -> Image:
     for n, p in packages.items():
         if p.cudnn and n == "torch" and not any(c.source == "pip" for c in cudnn):
             cudnn.append(Cudnn(version=p.cudnn, location=f"{PYTHON} [{label_of(p)}]", source="pip"))
-    envs = [PythonEnv(executable=PYTHON, version=b.python, origin="dockerfile",
+    envs = [PythonEnv(executable=PYTHON, version=st.python or b.python, origin="dockerfile",
                       packages=sorted(packages.values(), key=lambda p: p.name))] if packages else []
     env: dict[str, str | None] = {k: None for k in ENV_NAMES}
     for k, (v, ln) in st.env.items():
