@@ -794,3 +794,10 @@ def test_pip_resolves_for_the_python_the_image_installs(install: str, python: st
         assert newest == torch  # pip skips releases whose Requires-Python excludes it
     else:
         assert newest == torch_of(image_of("FROM python:3.12\nRUN pip install torch\n")).version
+
+
+@pytest.mark.parametrize("run", ['["/bin/bash", "-c", "pip install torch==2.5.1"]', 'sh -c "pip install torch==2.5.1"',
+                                 "conda run -n app --no-capture-output pip install torch==2.5.1"])
+def test_a_command_handed_to_a_shell_or_conda_run_is_read(run: str) -> None:
+    image = image_of(f"FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN {run}\n")
+    assert torch_of(image).version == "2.5.1"

@@ -86,7 +86,7 @@ def opaque_command(argv: list[str]) -> str | None:
     return None
 
 
-def parse_run(script: str, line: int, scope: dict[str, str]
+def parse_run(script: str, line: int, scope: dict[str, str], depth: int = 0
               ) -> tuple[list[PipCall], list[list[str]], list[tuple[str, list[str]]], list[str]]:
     """The pip-like, conda-like and system package manager (apt, dnf …) install calls of one RUN, and what
     the reader cannot know it installs (an install on a branch, a script, a lock-file sync), said in words."""
@@ -110,6 +110,22 @@ def parse_run(script: str, line: int, scope: dict[str, str]
             k, v = word.split("=", 1)
             if not cmd.conditional:
                 shell.setdefault(k, v)
+        if len(argv) > 1 and Path(argv[0]).name in ("conda", "mamba", "micromamba", "uv", "poetry", "pipenv") \
+                and argv[1] == "run":  # `conda run -n env pip install …`: the command is what follows its options
+            rest_run = argv[2:]
+            while rest_run and rest_run[0].startswith("-"):
+                takes = rest_run[0] in ("-n", "--name", "-p", "--prefix", "--python", "--with", "--cwd")
+                rest_run = rest_run[2:] if takes else rest_run[1:]
+            argv = rest_run
+        shell_c = Path(argv[0]).name in ("sh", "bash", "zsh", "dash") and "-c" in argv[1:-1] if argv else False
+        if shell_c and depth < 4:  # `bash -c "pip install …"`, exec-form RUN ["/bin/bash", "-c", "…"]: read inside
+            inner = argv[argv.index("-c") + 1]
+            p2, c2, s2, u2 = parse_run(inner, line, {**scope, **shell}, depth + 1)
+            pips += p2
+            condas += c2
+            systems += s2
+            unknown += u2
+            continue
         if argv and argv[0] in ("export", "ENV"):
             for w in argv[1:]:
                 if "=" in w and not cmd.conditional:
