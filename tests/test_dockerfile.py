@@ -766,10 +766,16 @@ def test_on_an_unknown_base_no_failure_rests_on_what_pip_would_install(tmp_path:
 
 
 def test_an_ngc_tag_without_a_row_is_unknown_not_ready() -> None:
-    done = gpu_doctor("--dockerfile", str(DATA / "nemo-speech.Dockerfile"), "--json")
+    done = gpu_doctor("--dockerfile", str(DATA / "yolov5.Dockerfile"), "--json")
     assert json.loads(done.stdout)["status"] == "unknown" and done.returncode == 4
     notes = [f["title"] for f in findings_of(done, "dockerfile.unresolved")]
-    assert any("nvcr.io/nvidia/pytorch:24.07-py3: what it holds is not in the matrix" in t for t in notes)
+    assert any("nvcr.io/nvidia/pytorch:22.09-py3: what it holds is not in the matrix" in t for t in notes)
+
+
+def test_an_ngc_tag_with_a_row_brings_its_cuda_and_torch() -> None:
+    image = read(DATA / "nemo-speech.Dockerfile")  # nvcr.io/nvidia/pytorch:24.07-py3
+    assert image.facts.toolkits[0].version == "12.5.1"
+    assert torch_of(image).version == "2.4.0a0+3bcc3cddb5" and image.facts.python_envs[0].version == "3.10"
 
 
 def test_a_cuda_patch_release_missing_from_the_table_falls_back_to_its_floor() -> None:
