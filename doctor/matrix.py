@@ -13,7 +13,7 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
@@ -175,7 +175,7 @@ class Matrix:
         if not name:
             return None
         want = _norm_gpu(name)
-        rows = self.rows("gpus", "gpu")
+        rows = self.gpu_rows
         for r in rows:
             if want in {_norm_gpu(n) for n in [r.get("name", ""), *r.get("aliases", [])]}:
                 return r
@@ -197,6 +197,21 @@ class Matrix:
                 if best is None or (extra, order) < best[:2]:
                     best = (extra, order, r)
         return best[2] if best else None
+
+    @cached_property
+    def gpu_rows(self) -> list[Row]:
+        """The [[gpu]] rows, then one row per name of the [[gpu_names]] tables (NVIDIA's lists: name, compute
+        capability, architecture and segment only, with the table's source)."""
+        rows = list(self.rows("gpus", "gpu"))
+        for table in self.rows("gpus", "gpu_names"):
+            aliases = table.get("aliases") if isinstance(table.get("aliases"), dict) else {}
+            for name in table.get("names", []):
+                if not isinstance(name, str):
+                    continue
+                rows.append({"name": name, "aliases": list(aliases.get(name, [])),
+                             **{k: table[k] for k in ("compute_capability", "architecture", "segment", "source")
+                                if k in table}})
+        return rows
 
     def architecture(self, name_or_cc: str | None) -> Row | None:
         if not name_or_cc:
@@ -292,8 +307,12 @@ def cuda_in(cuda: str, spec: str) -> bool:
     return v == vtuple(major_minor(spec))
 
 
-_BRAND = frozenset({"geforce", "tesla", "quadro", "graphics", "edition", "gpu"})
-_PRINTED_EXTRA = frozenset({"laptop", "mobile", "max", "q", "maxq"})
+# Words that never tell two GPUs apart. "Generation": NVML prints "NVIDIA RTX 4000 Ada Generation" where NVIDIA's
+# page says "RTX 4000 Ada". Variant words ("Ti", "SUPER", "D", "SFF", "Server", "Max-Q" on a workstation board's
+# own name) are NOT here: each names another GPU, which needs its own row.
+_BRAND = frozenset({"geforce", "tesla", "quadro", "graphics", "edition", "gpu", "generation"})
+# Words NVML adds to a notebook part's name: "... Laptop GPU", "... with Max-Q Design".
+_PRINTED_EXTRA = frozenset({"laptop", "mobile", "max", "q", "maxq", "with", "design"})
 
 
 def _filler(word: str) -> bool:
@@ -302,7 +321,11 @@ def _filler(word: str) -> bool:
 
 
 def _norm_gpu(name: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", name.lower().replace("nvidia", "")).strip()
+    """Lower case, without "NVIDIA", brackets and dashes; a variant glued to the number as users type it
+    ("3060Ti", "4070super") is a word of its own."""
+    text = re.sub(r"[()\[\],]", " ", name.lower().replace("nvidia", ""))
+    text = re.sub(r"(\d)(ti|super)\b", r"\1 \2", text)
+    return re.sub(r"[\s_\-]+", " ", text).strip()
 
 
 COMPILED = "matrix.json"  # a JSON copy of the TOML files, for speed: tomllib needs ~100 ms for them all

@@ -65,6 +65,11 @@ def _newest_frameworks(m: Matrix, driver: str, cc: str | None = None) -> dict[st
             break
     for row in sorted(m.rows("jax", "jax"), key=lambda r: vtuple(r["version"]), reverse=True):
         need = row.get("min_driver")
+        if row.get("local_cuda"):  # runs on the machine's own toolkit: that toolkit's minimum, no MVC (JAX's README)
+            own = m.min_driver(str(row["local_cuda"]))
+            need = own.get("linux_min_driver") if own else None
+            if not need:
+                continue
         if need and not driver_meets(driver, need):
             continue
         if not need and row.get("cuda_major") and not _driver_ok(m, driver, f"{row['cuda_major']}.0")[0]:
@@ -131,7 +136,8 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
     return {
         "cuda": cuda,
         "releases": [{"version": r["version"], "label": r.get("label"), "linux_min_driver": r.get("linux_min_driver"),
-                      "windows_min_driver": r.get("windows_min_driver"), "source": _src(r)} for r in rows],
+                      "windows_min_driver": r.get("windows_min_driver"), "driver_branch": r.get("driver_branch"),
+                      "source": _src(r)} for r in rows],
         "min_driver": need and need.get("linux_min_driver"),
         "minor_version_compat_floor": mvc and mvc.get("linux_min_driver"),
         "sm_targets": (m.sm_support(cuda) or {}).get("sm"),

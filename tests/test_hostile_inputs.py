@@ -401,3 +401,28 @@ def test_a_lone_surrogate_written_to_a_file_is_no_crash(tmp_path: Path) -> None:
         r = run_cli([*argv, "--facts", facts])
         assert_clean_exit(r, (0,))
     assert json.loads((tmp_path / "plan.json").read_text())  # a JSON escape: still valid JSON
+
+
+@pytest.mark.parametrize("kind", ["fifo", "deep", "nasty"])
+def test_a_hostile_nvidia_releases_cache_never_blocks_crashes_or_reaches_the_terminal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    from doctor import redist
+
+    cache = tmp_path / "gpu-doctor" / redist.CACHE_FILE
+    cache.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(cache)
+    elif kind == "deep":
+        cache.write_bytes(b"[" * 100_000)
+    else:
+        cache.write_text(json.dumps({"schema": 1, "fetched_at": "\x1b[2J2026", "seen": {
+            "cuda": {"version": "99.0\x1b]0;pwned\x07", "source": "https://x/\x9b31m"},
+            "cudnn": {"version": "99.1", "source": "https://x/\u202e[red]"},
+            "driver_branch": {"version": "9" * 5000, "source": "$(touch /tmp/x)"}}}))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    ATTACK_COUNTS["special files"] += 1
+    for argv in (["matrix"], ["matrix", "driver", "620"], ["matrix", "--json"]):
+        r = run_cli(argv)
+        assert_clean_exit(r)
+        assert not terminal_unsafe(r.out), (argv, terminal_unsafe(r.out))
+        assert "pwned" not in r.out and "$(touch" not in r.out
