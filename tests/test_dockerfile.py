@@ -558,6 +558,8 @@ def test_disable_require_and_a_minimal_image() -> None:
     "case $T in amd64) pip install torch==2.5.1 ;; esac",
     "pip install torch==2.5.1 || pip install torch==2.4.1",
     "while true; do pip install torch==2.5.1; break; done",
+    "[ -n \"$CUDA\" ] && pip install torch==2.5.1",
+    "test -f requirements.txt && pip install torch==2.5.1 && echo done",
 ])
 def test_an_install_on_a_branch_is_unknown_never_one_arm(run: str) -> None:
     image = image_of(f"FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN {run}\n")

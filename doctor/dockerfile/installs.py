@@ -143,8 +143,9 @@ def parse_run(script: str, line: int, scope: dict[str, str], depth: int = 0
             base in SYSTEM_MANAGERS and "install" in argv[1:3])
         if installs and cmd.conditional:
             what = " ".join(argv)[:100]
-            unknown.append(f"`{what}` runs only on a branch of `{cmd.conditional}`, which gpu-doctor does not "
-                           "evaluate")
+            branch = ("only if the test before its `&&` holds" if cmd.conditional == "&&" else
+                      f"only on a branch of `{cmd.conditional}`")
+            unknown.append(f"`{what}` runs {branch}, which gpu-doctor does not evaluate")
             continue
         if rest is not None and rest and rest[0] in ("install", "uninstall"):
             if any(w in ("--dry-run", "--report", "--download", "-d") or w.startswith(("--dry-run", "--report="))

@@ -282,26 +282,32 @@ _CLOSERS = {"fi", "esac", "done"}
 _JOINERS = {"then", "else", "elif", "do", "in", "!", "{", "}"}
 
 
+TESTS = {"[", "[[", "test", "command", "which", "type", "hash", "grep"}  # commands whose status is a condition
+
+
 def commands(script: str) -> list[Command]:
     """The simple commands of a RUN script, each with whether it runs only on a branch the reader cannot
-    decide (inside if/case/for/while, or on either side of `||`). Nothing is evaluated: a condition is
-    never taken to be true or false."""
+    decide: inside if/case/for/while, on either side of `||`, or after a test (`[ -f x ] && pip install …`).
+    Nothing is evaluated: a condition is never taken to be true or false."""
     cmds: list[Command] = []
     cur: list[str] = []
     stack: list[str] = []
     after_or = False
-    current_or = False
+    after_test = False  # the chain runs on after a test only when it holds: `[ … ] && a && b`
 
     def flush(op: str | None) -> None:
-        nonlocal cur, after_or, current_or
+        nonlocal cur, after_or, after_test
         if cur:
-            why = stack[-1] if stack else ("||" if (after_or or op == "||") else None)
+            why = stack[-1] if stack else ("||" if (after_or or op == "||") else "&&" if after_test else None)
             cmds.append(Command(cur, why))
+            if op == "&&" and cur[0] in TESTS:
+                after_test = True
         elif op == "||" and cmds and not stack:  # `{ a; } || b`: the command before the || is conditional
             cmds[-1] = Command(cmds[-1].argv, "||")
+        if op not in ("&&", "|"):
+            after_test = False
         cur = []
         after_or = op == "||"
-        current_or = False
 
     for kind, tok in lex(script):
         if kind == "op":
