@@ -104,7 +104,7 @@ READ = {
     "a RUN of 300000 unclosed ${": "FROM ubuntu:22.04\nRUN " + "${" * 300_000 + "\n",
     "${A:-${A:-…}} 30000 deep": "FROM ubuntu:22.04\nENV B=" + "${A:-" * 30_000 + "x" + "}" * 30_000 + "\n",
     "30000 nested if": "FROM ubuntu:22.04\nRUN " + "if true; then " * 30_000 + "pip install torch" + "; fi" * 30_000,
-    "a heredoc that never ends": "FROM ubuntu:22.04\nRUN <<EOF\n" + "pip install torch\n" * 30_000,
+    "a heredoc that never ends": "FROM ubuntu:22.04\nRUN <<EOF\n" + "pip install torch\n" * 10_000,
     "250 stages, each FROM the last": "FROM ubuntu:22.04 AS s0\n" + "".join(f"FROM s{i} AS s{i + 1}\nENV A=$A:{i}\n"
                                                                          for i in range(249)),
     "escape sequences in names": "FROM nvidia/cuda:12.4.1-\x1b[2J-runtime\nENV LD_LIBRARY_PATH=\x1b]0;x\x07/compat\n"
@@ -158,7 +158,7 @@ FRAGMENTS = ["FROM nvidia/cuda:12.8.1-devel-ubuntu24.04", "FROM pytorch/pytorch:
              "RUN uv sync", "RUN ./install.sh", "RUN pip install -r requirements.txt", "RUN echo \\", "# comment"]
 
 
-@settings(FAST, max_examples=60)
+@settings(FAST, max_examples=40)
 @given(lines=st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.sampled_from(NASTY),
                                 st.builds(lambda a, b: a + b, st.sampled_from(FRAGMENTS), st.sampled_from(NASTY))),
                       min_size=1, max_size=12))
