@@ -809,3 +809,11 @@ def test_pip_resolves_for_the_python_the_image_installs(install: str, python: st
 def test_a_command_handed_to_a_shell_or_conda_run_is_read(run: str) -> None:
     image = image_of(f"FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN {run}\n")
     assert torch_of(image).version == "2.5.1"
+
+
+def test_a_build_tool_installer_piped_to_sh_installs_that_tool_only() -> None:
+    base = "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n"
+    image = image_of(base + "RUN curl -LsSf https://astral.sh/uv/install.sh | sh\n")
+    assert not image.notes and image.facts.sources.get("toolkits")
+    other = image_of(base + "RUN curl -fsSL https://example.com/setup.sh | bash\n")
+    assert any("runs a fetched script" in t for _ln, t in other.notes) and not other.facts.sources.get("toolkits")

@@ -51,6 +51,9 @@ OPAQUE = re.compile(r"\|\s*(sudo\s+)?(ba|z)?sh\b|\$\((curl|wget)\b")
 # A RUN that registers a forward-compatibility directory with the loader: `ldconfig /usr/local/cuda-12.4/compat/`,
 # `echo /usr/local/cuda/compat > /etc/ld.so.conf.d/…`
 COMPAT_DIR = re.compile(r"(?:\bldconfig\s+(?:-\w+\s+)*|\becho\s+[\"']?)(/.*?/compat)(?=/|\b)(?![\w-])")
+# Installers of build tools piped to a shell (uv, poetry, rustup, get-pip, Node): they install that tool, no CUDA
+TOOL_INSTALLERS = re.compile(r"astral\.sh/uv|install\.python-poetry\.org|sh\.rustup\.rs|bootstrap\.pypa\.io/get-pip|"
+                             r"deb\.nodesource\.com|nvm-sh/nvm|pixi\.sh/install|get\.pnpm\.io")
 # A RUN that fetches files (a clone, a download): a requirements file it names comes from there, not the context
 FETCHES = re.compile(r"\bgit\s+clone\b|\bwget\b|\bcurl\b|\bgit\s+(checkout|pull)\b|\bgh\s+repo\s+clone\b")
 # COPY --from sources that carry a Python environment (and so the packages installed in that stage)
@@ -436,7 +439,8 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
                 st.packages[pkg.name] = Install(pkg, ins.line, f"environment file: pip {spec}")
     if re.search(r"\bconda\b", script):
         st.conda = True
-    if OPAQUE.search(script) and not unknown:
+    fetched_scripts = [seg for seg in re.split(r"&&|;|\n", script) if OPAQUE.search(seg)]
+    if fetched_scripts and not unknown and not all(TOOL_INSTALLERS.search(seg) for seg in fetched_scripts):
         st.opaque = st.opaque or ins.line
         st.notes.append((ins.line, "runs a fetched script gpu-doctor does not read: what it installs (a CUDA "
                          "toolkit, frameworks) is unknown"))
