@@ -84,7 +84,7 @@ def test_pytorch_multistage_judges_the_final_stage_and_never_takes_a_case_arm() 
     assert "FROM ubuntu:20.04" in (image.facts.host.os_pretty or "")  # dev ← official ← ${BASE_IMAGE}
     # conda install … pytorch-cuda=… runs inside `case ${TARGETPLATFORM}`: an arm the reader does not choose
     assert not any(p.name == "torch" and p.cuda for e in image.facts.python_envs for p in e.packages)
-    assert any("runs only on a branch of `case`" in text for _ln, text in image.notes), image.notes
+    assert any("only on a branch of `case`" in text for _ln, text in image.notes), image.notes
     assert image.facts.env["NVIDIA_VISIBLE_DEVICES"] == "all"
     assert image.facts.env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib:/usr/local/nvidia/lib64"
     assert image.lines["env.LD_LIBRARY_PATH"] == 101

@@ -94,6 +94,7 @@ def parse_run(script: str, line: int, scope: dict[str, str], depth: int = 0
     condas: list[list[str]] = []
     systems: list[tuple[str, list[str]]] = []
     unknown: list[str] = []
+    branched: dict[str, list[str]] = {}  # installs on a branch, by the kind of branch (if, case, for, ||, &&)
     shell: dict[str, str] = {}  # VAR=value assignments earlier in the same RUN (the first one wins: `A && X=1 || X=2`)
     cmds = commands(script)
     if len(cmds) > MAX_COMMANDS:  # bounded work: no real RUN line holds thousands of commands
@@ -142,10 +143,7 @@ def parse_run(script: str, line: int, scope: dict[str, str], depth: int = 0
             base in ("conda", "mamba", "micromamba") and "install" in argv[1:3]) or (
             base in SYSTEM_MANAGERS and "install" in argv[1:3])
         if installs and cmd.conditional:
-            what = " ".join(argv)[:100]
-            branch = ("only if the test before its `&&` holds" if cmd.conditional == "&&" else
-                      f"only on a branch of `{cmd.conditional}`")
-            unknown.append(f"`{what}` runs {branch}, which gpu-doctor does not evaluate")
+            branched.setdefault(cmd.conditional, []).append(" ".join(argv)[:100])
             continue
         if rest is not None and rest and rest[0] in ("install", "uninstall"):
             if any(w in ("--dry-run", "--report", "--download", "-d") or w.startswith(("--dry-run", "--report="))
@@ -178,6 +176,10 @@ def parse_run(script: str, line: int, scope: dict[str, str], depth: int = 0
         if base in SYSTEM_MANAGERS and "install" in argv[1:3]:
             systems.append((SYSTEM_MANAGERS[base], [bounded(w, "a package") for w in argv[argv.index("install") + 1:]
                                                     if not w.startswith("-")]))
+    for kind, whats in branched.items():  # one sentence per kind of branch, naming each install on it
+        branch = "only if the test before its `&&` holds" if kind == "&&" else f"only on a branch of `{kind}`"
+        shown = "`, `".join(whats[:4]) + ("` …" if len(whats) > 4 else "`")
+        unknown.append(f"`{shown} run{'s' if len(whats) == 1 else ''} {branch}, which gpu-doctor does not evaluate")
     return pips, condas, systems, unknown
 
 
