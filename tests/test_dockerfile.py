@@ -822,3 +822,14 @@ def test_a_build_tool_installer_piped_to_sh_installs_that_tool_only() -> None:
     assert not image.notes and image.facts.sources.get("toolkits")
     other = image_of(base + "RUN curl -fsSL https://example.com/setup.sh | bash\n")
     assert any("runs a fetched script" in t for _ln, t in other.notes) and not other.facts.sources.get("toolkits")
+
+
+@pytest.mark.parametrize("tag,python", [("ubuntu20.04", "3.8"), ("ubuntu22.04", "3.10"), ("ubuntu24.04", "3.12")])
+def test_apt_python3_is_the_releases_own(tag: str, python: str) -> None:
+    image = image_of(f"FROM nvidia/cuda:12.4.1-runtime-{tag}\nRUN apt-get update && apt-get install -y python3-pip\n"
+                     "RUN pip3 install torch\n")
+    assert image.facts.python_envs[0].version == python
+    from packaging.specifiers import SpecifierSet
+
+    row = current().torch(torch_of(image).version)
+    assert python in SpecifierSet(str(row["python"]))  # pip picks a release with wheels for that Python

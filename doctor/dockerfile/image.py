@@ -192,6 +192,13 @@ def base_image(ref: str, line: int, matrix: Any) -> Base:
     return Base(ref, line)
 
 
+def _distro_python(base: Base, matrix: Any) -> str | None:
+    """The Python 3 an OS release's package manager installs (compat/images.toml [[distro_python]])."""
+    rows = matrix.rows("images", "distro_python") if matrix is not None else []
+    return next((str(r["python"]) for r in rows if r.get("os") == base.os_id
+                 and r.get("os_version") == base.os_version and r.get("python")), None)
+
+
 def _arch(platform: str) -> str:
     """linux/amd64 → x86_64, linux/arm64 → aarch64 (uname's names, as the facts carry them)."""
     cpu = platform.split("/")[1] if "/" in platform else platform
@@ -374,6 +381,8 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
             py = re.fullmatch(r"python(3)\.?(\d{1,2})(?:[=-][\w.:~+-]*)?", w)
             if py:  # apt-get install python3.11 / dnf install python3.12: the interpreter pip then installs for
                 st.python = f"{py.group(1)}.{py.group(2)}"
+            elif w in ("python3", "python3-pip", "python3-dev", "python3-venv") and not (st.python or st.base.python):
+                st.python = _distro_python(st.base, matrix)  # the release's own Python 3
             name, _, version = w.partition("=") if manager == "dpkg" else (w, "", "")
             if re.match(r"(cuda|libcudnn|cudnn|nvidia-driver|libnvidia-compute|nvidia-utils)", name):
                 st.system[name] = (version or None, ins.line, manager)
