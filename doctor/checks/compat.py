@@ -852,8 +852,10 @@ def min_host_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
     title = f"This image needs a host driver ≥ {low}" + (f" (≥ {high} for full support)" if high != low else "")
     if req and req.exceptions and top_floor[0].startswith("NVIDIA_REQUIRE_CUDA"):
         consumer = any(s & rc.SEGMENT_BRANDS["consumer"] for _b, s in req.exceptions)
-        title += ("; its exceptions also admit older branches" + ("" if consumer else
-                                                               " on data-center GPUs, not GeForce or TITAN"))
+        names = [str(b) for b, _s in req.exceptions]
+        listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+        title += (f", or a {listed} driver" + (" for the GPU brands it lists" if consumer else
+                                               " on data-center GPUs (not GeForce or TITAN)"))
     evidence = [Evidence("runtime", f"{w}") for w, _c, _k in items] + row_evidence([top_native[1], top_floor[1]])
     if req:
         evidence.insert(0, ev(facts, "env.NVIDIA_REQUIRE_CUDA", req.text if len(req.text) < 160 else
