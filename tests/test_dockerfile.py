@@ -833,3 +833,9 @@ def test_apt_python3_is_the_releases_own(tag: str, python: str) -> None:
 
     row = current().torch(torch_of(image).version)
     assert python in SpecifierSet(str(row["python"]))  # pip picks a release with wheels for that Python
+
+
+def test_requirements_of_a_repository_an_earlier_run_cloned_are_fetched_at_build_time() -> None:
+    image = image_of("FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN git clone https://example.com/app.git /app\n"
+                     "WORKDIR /app\nRUN pip install -r requirements.txt\n")
+    assert any(ln == 4 and "fetched at build time (line 2 clones" in t for ln, t in image.notes), image.notes

@@ -117,6 +117,7 @@ class Stage:
     compat: tuple[int, str] | None = None  # (line, dir) of a RUN that puts a cuda-compat directory on the loader path
     hedged: set[str] = field(default_factory=set)  # packages resolved as if an unknown base had none of them
     python: str | None = None  # the Python the image installs itself (apt python3.11, conda python=3.10, uv python)
+    fetched: int = 0  # the first line of a RUN that clones or downloads files (they are not the build context's)
 
     def context_path(self, path: str) -> str | None:
         """Where a path of the image came from in the build context (COPY . /app → /app/x is ./x)."""
@@ -289,7 +290,7 @@ def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, s
                           conda=parent.conda, system=dict(parent.system), notes=list(parent.notes),
                           workdir=parent.workdir, copied=dict(parent.copied), opaque=parent.opaque,
                           cpu_label=parent.cpu_label, compat=parent.compat, hedged=set(parent.hedged),
-                          python=parent.python,
+                          python=parent.python, fetched=parent.fetched,
                           arch=parent.arch if not platform else arch)
         else:
             base = base_image(ref, ins.line, matrix)
@@ -368,6 +369,9 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
     script = re.sub(r"^(--\S+\s+)+", "", exec_form(ins.args))
     pips, condas, systems, unknown = parse_run(script, ins.line, scope)
     fetched = bool(FETCHES.search(script))
+    earlier = st.fetched
+    if fetched and not st.fetched:
+        st.fetched = ins.line
     for cmd in re.split(r"&&|\|\||;|\n", script):
         hit = COMPAT_DIR.search(cmd)
         if hit and (re.search(r"\bldconfig\b", cmd) or "ld.so.conf" in cmd):
@@ -393,9 +397,9 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
                                                            s.split("[", 1)[0])]
         specs = [(s, call.upgrade) for s in call.specs if s not in local]
         for req in call.requirements:
-            if fetched and not _in_context(req, st, context):
-                st.notes.append((ins.line, f"-r {req}: fetched at build time (the same RUN clones or downloads "
-                                 "it); what it installs is unknown"))
+            if (fetched or earlier) and not _in_context(req, st, context):
+                how = "the same RUN clones or downloads it" if fetched else f"line {earlier} clones or downloads files"
+                st.notes.append((ins.line, f"-r {req}: fetched at build time ({how}); what it installs is unknown"))
                 st.opaque = st.opaque or ins.line
                 continue
             specs += [(s, call.upgrade) for s in _requirements(req, context, ins.line, st.notes, call)]
