@@ -839,3 +839,9 @@ def test_requirements_of_a_repository_an_earlier_run_cloned_are_fetched_at_build
     image = image_of("FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN git clone https://example.com/app.git /app\n"
                      "WORKDIR /app\nRUN pip install -r requirements.txt\n")
     assert any(ln == 4 and "fetched at build time (line 2 clones" in t for ln, t in image.notes), image.notes
+
+
+@pytest.mark.parametrize("pip", ["/opt/venv/bin/pip", "/app/.venv/bin/python -m pip", "/opt/conda/envs/x/bin/pip3"])
+def test_pip_by_its_path_in_a_venv_is_pip_not_a_script(pip: str) -> None:
+    image = image_of(f"FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN {pip} install torch==2.5.1\n")
+    assert torch_of(image).version == "2.5.1" and not image.notes

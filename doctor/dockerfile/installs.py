@@ -77,12 +77,15 @@ def opaque_command(argv: list[str]) -> str | None:
         if "-c" in argv[1:]:
             return None if not any("$(" in w or "`" in w for w in argv) else f"`{name} -c` runs a fetched script"
         return f"runs the script {script}" if script else None
-    if argv[0].startswith(("./", "../", "~/")) or (argv[0].startswith("/") and (
-            argv[0].endswith((".sh", ".bash", ".py")) or not argv[0].startswith(SYSTEM_DIRS))):
-        return f"runs the script {argv[0]}"
     if re.fullmatch(r"python\d*(\.\d+)?", name) and len(argv) > 2 and argv[1] == "setup.py" and argv[2] in (
             "install", "develop"):
         return f"`python setup.py {argv[2]}` installs the project and whatever its setup.py asks for"
+    if re.fullmatch(r"(pip|python)\d*(\.\d+)?|conda|mamba|micromamba|uv|apt-get|apt|dnf|yum|microdnf|tdnf|"
+                    r"ldconfig|nvcc|git|curl|wget|tar|make|cmake|ninja", name):
+        return None  # a known program by its path (/opt/venv/bin/pip, /usr/local/cuda/bin/nvcc), not a script
+    if argv[0].startswith(("./", "../", "~/")) or (argv[0].startswith("/") and (
+            argv[0].endswith((".sh", ".bash", ".py")) or not argv[0].startswith(SYSTEM_DIRS))):
+        return f"runs the script {argv[0]}"
     return None
 
 
