@@ -46,7 +46,7 @@ from doctor.model.facts import (
 )
 from doctor.safeio import read_file
 
-# A RUN that hands over to a script: `./install.sh`, `bash setup.sh`, `curl … | sh`, `sh -c "$(curl …)"`
+# A RUN that runs a fetched script (`curl … | sh`, `sh -c "$(curl …)"`); scripts by path are installs.opaque_command
 OPAQUE = re.compile(r"\|\s*(sudo\s+)?(ba|z)?sh\b|\$\((curl|wget)\b")
 # A RUN that registers a forward-compatibility directory with the loader: `ldconfig /usr/local/cuda-12.4/compat/`,
 # `echo /usr/local/cuda/compat > /etc/ld.so.conf.d/…`
