@@ -845,3 +845,14 @@ def test_requirements_of_a_repository_an_earlier_run_cloned_are_fetched_at_build
 def test_pip_by_its_path_in_a_venv_is_pip_not_a_script(pip: str) -> None:
     image = image_of(f"FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN {pip} install torch==2.5.1\n")
     assert torch_of(image).version == "2.5.1" and not image.notes
+
+
+@pytest.mark.parametrize("run,cuda", [
+    ("conda install -y -c pytorch -c nvidia pytorch pytorch-cuda=12.1", "12.1"),
+    ("mamba install -y pytorch pytorch-cuda=11.8 -c pytorch -c nvidia", "11.8"),
+    ("micromamba install -y -n base -c conda-forge pytorch cuda-version=12.4", "12.4"),
+    ("/opt/conda/bin/conda install -y pytorch cudatoolkit=11.3 -c pytorch", "11.3"),
+])
+def test_conda_forms_give_their_cuda(run: str, cuda: str) -> None:
+    image = image_of(f"FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN {run}\n")
+    assert torch_of(image).cuda == cuda and torch_of(image).cpu_only is False
