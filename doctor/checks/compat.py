@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.beliefs import runtimes
+from doctor.checks import require_cuda as rc
 from doctor.checks.common import ev, finding, label, ok
 from doctor.matrix import Matrix, Row, Verdict, branch, cuda_in, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv
@@ -779,8 +780,6 @@ CHECKS_FRAMEWORK = [framework_cuda_vs_driver, arch_unsupported, nvcc_mismatch, l
 @check("image.min_host_driver", "Environment", "With --static: the oldest host driver this image's CUDA runtimes "
        "run on.", static=True)
 def min_host_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    from doctor.checks import require_cuda as rc
-
     if not ctx.options.get("static"):
         raise NotApplicable("only with --static (an image build, judged without its future host)")
     m = _matrix(ctx)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from doctor.checks import require_cuda as rc
 from doctor.checks.common import ev, finding, ok
+from doctor.matrix import major_minor
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding
-from doctor.registry import Context, NotApplicable, check
+from doctor.registry import Context, NotApplicable, check, matrix_of
 
 TOOLKIT_DOC = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"
 STUB_DOC = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html (cudaErrorStubLibrary = 34)"
@@ -79,9 +81,6 @@ def env_blocks_gpu(facts: Facts, ctx: Context) -> Iterator[Finding]:
 @check("image.require_cuda", "Environment", "With --static and --host-driver: the host driver meets the image's "
        "NVIDIA_REQUIRE_CUDA, without which the NVIDIA container runtime refuses to start its containers.", static=True)
 def require_cuda(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    from doctor.checks import require_cuda as rc
-    from doctor.matrix import Matrix, current, major_minor
-
     if not ctx.options.get("static"):
         raise NotApplicable("only with --static (an image's own requirement; a running container already passed it)")
     text = facts.env.get("NVIDIA_REQUIRE_CUDA")
@@ -94,7 +93,7 @@ def require_cuda(facts: Facts, ctx: Context) -> Iterator[Finding]:
     driver = facts.driver.userspace or facts.driver.kernel_module
     if not driver:
         raise NotApplicable("the future host's driver is not given (--host-driver)")
-    m = ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+    m = matrix_of(ctx)
     gpu = facts.gpus[0] if facts.gpus else None
     segment = (m.gpu(gpu.name) or {}).get("segment") if gpu else None
     brands = rc.SEGMENT_BRANDS.get(segment or "") if gpu else None
@@ -112,7 +111,7 @@ def require_cuda(facts: Facts, ctx: Context) -> Iterator[Finding]:
     elif verdict is None:
         yield finding("image.require_cuda", "warn",
                       f"The NVIDIA container runtime starts this image on driver {driver} only for some GPUs: "
-                      f"NVIDIA_REQUIRE_CUDA needs driver ≥ {need or '?'} (CUDA {req.cuda}) or {why}",
+                      f"NVIDIA_REQUIRE_CUDA needs {_driver_for(need, req.cuda)} or {why}",
                       f"Below CUDA {req.cuda}'s driver the image starts only under its exceptions ({exceptions}); "
                       "any other GPU gets 'nvidia-container-cli: requirement error: unsatisfied condition: "
                       f"cuda>={req.cuda}'. Give --target-gpu to judge one GPU." + (f" {unknown}." if unknown else ""),
@@ -121,7 +120,7 @@ def require_cuda(facts: Facts, ctx: Context) -> Iterator[Finding]:
         brand_note = (f"; its exceptions cover only {exceptions}, not {gpu.name}" if gpu and req.exceptions else "")
         yield finding("image.require_cuda", "fail",
                       f"The NVIDIA container runtime refuses to start this image on driver {driver}: "
-                      f"NVIDIA_REQUIRE_CUDA needs driver ≥ {need or '?'} (CUDA {major_minor(req.cuda) or '?'})"
+                      f"NVIDIA_REQUIRE_CUDA needs {_driver_for(need, major_minor(req.cuda) or req.cuda)}"
                       + brand_note,
                       "The runtime checks the requirement before the container starts: 'nvidia-container-cli: "
                       f"requirement error: unsatisfied condition: cuda>={req.cuda}'. Minor-version compatibility "
@@ -152,9 +151,8 @@ def forward_compat_forced(facts: Facts, ctx: Context) -> Iterator[Finding]:
     evidence = ([ev(facts, "env.LD_LIBRARY_PATH", facts.env.get("LD_LIBRARY_PATH"), "env")] if ld else []) + (
         [ev(facts, "loader.libcuda", lib.path, "ldconfig")] if lib and "/compat/" in lib.path else []) + (
         [Evidence("driver.packages", packages, "dpkg")] if packages else [])
-    from doctor.matrix import Matrix, current
 
-    m = ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+    m = matrix_of(ctx)
     gpu = facts.gpus[0] if facts.gpus else None
     segment = (m.gpu(gpu.name) or {}).get("segment") if gpu else None
     consumer = bool(gpu) and segment not in (None, "datacenter", "embedded")
@@ -179,3 +177,12 @@ def forward_compat_forced(facts: Facts, ctx: Context) -> Iterator[Finding]:
 
 
 CHECKS = [env_blocks_gpu, require_cuda, forward_compat_forced]
+
+
+def _driver_for(need: str | None, cuda: str | None) -> str:
+    """'driver ≥ 570.26 (CUDA 12.8)', or what is known when the matrix has no row for that CUDA."""
+    if need and cuda:
+        return f"driver ≥ {need} (CUDA {cuda})"
+    if cuda:
+        return f"a driver that supports CUDA {cuda}"
+    return f"driver ≥ {need}" if need else "a driver the image's requirement names"
