@@ -19,6 +19,21 @@ def _pci_list(facts: Facts) -> str:
     return ", ".join(ids[:4]) + (" …" if len(ids) > 4 else "")
 
 
+def _runs_cuda(b: beliefs.Beliefs, ctx: Context) -> list[Evidence]:
+    """The CUDA version this driver runs, as evidence ``driver.runs_cuda`` (what NFD's ``gpu-doctor.cuda``
+    label shows): libcuda's or nvidia-smi's own word, else — files only, as with --root — the newest CUDA the
+    matrix says this driver version runs natively."""
+    if b.driver_cuda.value:
+        return [Evidence("driver.runs_cuda", str(b.driver_cuda.value), b.driver_cuda.source)]
+    version, m = b.driver_version.value, ctx.matrix
+    row = m.newest_cuda_for_driver(version) if version and hasattr(m, "newest_cuda_for_driver") else None
+    if row and row.get("version"):
+        from doctor.matrix import major_minor
+
+        return [Evidence("driver.runs_cuda", major_minor(row["version"]), row.get("source") or "matrix")]
+    return []
+
+
 @check("driver.missing", AREA, "An NVIDIA driver is installed (user-space libraries or kernel module).")
 def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     b = beliefs.of(facts)
@@ -28,7 +43,7 @@ def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         version = (b.driver_version.value or (f"package {pkgs[0]}" if pkgs else None)
                    or (f"(CUDA driver API {b.driver_cuda.value})" if b.driver_cuda.value else "(version unknown)"))
         yield ok("driver.missing", f"NVIDIA driver {version} is installed", *installed.evidence,
-                 detail=f"Evidence: {installed.why}.")
+                 *_runs_cuda(b, ctx), detail=f"Evidence: {installed.why}.")
         return
     if facts.host.container:
         raise NotApplicable("inside a container the host provides the driver (see container.no_gpu_passthrough)")
