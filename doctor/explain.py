@@ -103,13 +103,14 @@ def with_stated_facts(facts: Facts, text: str) -> Facts:
     return replace(facts, driver=d, gpus=gpus, sources=sources)
 
 
-# A library the loader could not open by its soname: libcudart.so.11.0, libcublas.so.12, cublas64_11.dll, libcudnn.so.8.
+# A library the loader could not open by its soname: libcudart.so.11.0, libcublas.so.12, cublas64_11.dll,
+# cudart64_110.dll (CUDA 11.0), cudnn64_8.dll. cuDNN's soname major is cuDNN's; the runtime's and cuBLAS's are the
+# CUDA major (libcublas.so.10 since CUDA 10.1).
 _SONAME = re.compile(r"\b(?P<lib>(?:lib)?(?P<name>cudart|cublasLt|cublas|cudnn)(?:_\w{1,30})?)"
-                     r"(?:\.so\.(?P<so>\d{1,3})(?:\.\d{1,3})*|64_(?P<dll>\d{1,3})\d?\.dll)")
+                     r"(?:\.so\.(?P<so>\d{1,3})(?:\.\d{1,3})*|64_(?P<dll>1\d|[2-9])\d?\.dll)")
 # Directories the loader searches without LD_LIBRARY_PATH (ld.so's defaults and the multiarch ld.so.conf entries).
 _DEFAULT_DIRS = frozenset({"/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
                            "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"})
-# cuDNN's soname major is cuDNN's; the runtime's and cuBLAS's are the CUDA major (libcublas.so.10 since CUDA 10.1).
 
 
 def _loader_path_notes(line: str, facts: Facts) -> list[str]:
