@@ -29,6 +29,8 @@ __all__ = [
     "parse_gcc_version",
     "parse_ldconfig_p",
     "parse_nvcc_version",
+    "parse_nvidia_smi_csv",
+    "parse_nvidia_smi_text",
     "parse_nvidia_smi_xml",
     "parse_os_release",
     "parse_proc_driver_version",
@@ -206,18 +208,303 @@ def parse_cuda_driver_version_from_smi_text(text: str) -> dict[str, Any]:
     """Plain `nvidia-smi` banner (or `nvidia-smi -q`) -> {"driver_version", "cuda_version"}.
 
     On WSL the banner's "NVIDIA-SMI" version differs from the Windows driver's; "Driver Version"
-    is the one that decides what CUDA can run, so it is the one read.
+    is the one that decides what CUDA can run, so it is the one read. See parse_nvidia_smi_text.
     """
-    result: dict[str, Any] = {"driver_version": None, "cuda_version": None}
+    parsed = parse_nvidia_smi_text(text)
+    return {"driver_version": parsed["driver_version"], "cuda_version": parsed["cuda_version"]}
+
+
+# --- framing noise ------------------------------------------------------------------------------
+
+# What a terminal, a chat window or an issue tracker adds around a tool's bytes: colour escapes
+# (CSI and OSC sequences), a byte-order mark, Windows and old-Mac line ends, no-break spaces.
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def _unframe(text: str) -> str:
+    """The text as the tool printed it: escapes, BOM, CR line ends and quote/fence framing removed.
+
+    Markdown block quotes ("> ") and code fences (a line starting with three backticks, possibly
+    with text glued after them, as in "```Wed May 15 ...") are what pasting into an issue adds.
+    """
+    text = _ANSI.sub("", text.replace("\ufeff", ""))
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u00a0", " ")
+    lines = []
+    for line in text.split("\n"):
+        stripped = line.lstrip()
+        if stripped.startswith(">"):
+            while stripped.startswith(">"):
+                stripped = stripped[1:].lstrip(" ")
+            line = stripped
+        if line.lstrip().startswith("```"):
+            line = line.lstrip()[3:]
+            line = "" if re.fullmatch(r"[\w+-]*\s*", line) else line
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# --- plain nvidia-smi, nvidia-smi -q, nvidia-smi -L ------------------------------------------------
+
+_PCI_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
+# "|   0  NVIDIA GeForce RTX 3060 ...    On  | 00000000:01:00.0  On |                  N/A |"
+# "|   0  GeForce GTX 680     Off  | 0000:03:00.0     N/A |" ; WSL/Windows: "... WDDM  |"
+_TABLE_GPU = re.compile(
+    rf"^\s*\|\s*(?P<index>\d{{1,3}})\s+(?P<name>\S.*?)\s+(?P<mode>On|Off|N/A|WDDM|TCC|MCDM)?\s*\|"
+    rf"\s*(?P<bus>{_PCI_ID})\s")
+# "| N/A   54C    P8              16W /  80W |    816MiB /  6144MiB |      3%      Default |"
+_TABLE_STATS = re.compile(
+    r"^\s*\|\s*(?P<fan>\d{1,3}%|N/A|ERR!)\s+(?P<temp>\d{1,3}C|N/A|ERR!)\s+(?P<perf>P\d{1,2}|N/A|ERR!)\s+"
+    r"(?P<power>\d{1,5}(?:\.\d{1,3})?W|N/A|ERR!)\s*/\s*(?P<cap>\d{1,5}(?:\.\d{1,3})?W|N/A|ERR!)\s*\|"
+    r"\s*(?:(?P<used>\d{1,9})MiB\s*/\s*(?P<total>\d{1,9})MiB\s*\|"
+    r"(?:\s*(?P<util>\d{1,3}%|N/A|ERR!)\s)?)?")
+# MIG table: "|  1    3   0   0  |  14366MiB / 19968MiB | 28      0 |  2   0    1    0    0 |"
+_TABLE_MIG = re.compile(
+    r"^\s*\|\s*(?P<gpu>\d{1,3})\s+(?P<gi>\d{1,3})\s+(?P<ci>\d{1,3})\s+(?P<mig>\d{1,3})\s+\|"
+    r"\s*(?P<used>\d{1,9})MiB\s*/\s*(?P<total>\d{1,9})MiB\s*\|")
+# Processes: "|    0   N/A  N/A      1752    C+G   Insufficient Permissions        N/A      |"
+_TABLE_PROCESS = re.compile(
+    r"^\s*\|\s*(?P<gpu>\d{1,3})\s+(?:(?:N/A|\d{1,4})\s+(?:N/A|\d{1,4})\s+)?(?P<pid>\d{1,10})\s+"
+    r"(?P<type>C\+G|C|G|M\+C|M)\s+(?P<name>.*?)\s+(?P<used>\d{1,9}MiB|N/A)\s*\|\s*$")
+# nvidia-smi -L: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-…)"
+_LIST_GPU = re.compile(
+    r"^\s*GPU\s+(?P<index>\d{1,3}):\s+(?P<name>.+?)\s+\(UUID:\s*(?P<uuid>GPU-[0-9a-fA-F-]{8,64})\)\s*$")
+# nvidia-smi -q: "GPU 00000000:01:00.0" opens a GPU; "    Product Name    : X" are its fields.
+_Q_GPU = re.compile(rf"^GPU\s+(?P<bus>{_PCI_ID})\s*$")
+_Q_FIELD = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][^:\n]{0,80}?)\s*:(?:\s(?P<value>.*))?$")
+_Q_SECTION = re.compile(r"^(?P<indent>\s+)(?P<key>[A-Za-z][^:\n]{0,80}?)\s*$")
+_NO_DEVICES = re.compile(r"^\s*No devices were found\s*$", re.MULTILINE)
+
+
+def _empty_smi_text() -> dict[str, Any]:
+    return {"driver_version": None, "cuda_version": None, "smi_version": None, "no_devices": False, "gpus": [],
+            "mig_devices": [], "processes": []}
+
+
+def _smi_gpu_text(index: int | None) -> dict[str, Any]:
+    return {"index": index, "name": None, "name_truncated": None, "uuid": None, "pci_bus_id": None,
+            "memory_used_mib": None, "memory_total_mib": None, "temperature_c": None, "power_draw_w": None,
+            "power_limit_w": None, "utilization_pct": None, "persistence_mode": None, "driver_model": None,
+            "mig_mode": None}
+
+
+def _cell(value: str | None, suffix: str = "") -> str | None:
+    """A table cell's value without its unit; None for N/A, ERR! and the like."""
+    if value is None or value in ("N/A", "ERR!") or value.lower() in _ABSENT:
+        return None
+    return value[: -len(suffix)] if suffix and value.endswith(suffix) else value
+
+
+@_never_raise(_empty_smi_text)
+def parse_nvidia_smi_text(text: str) -> dict[str, Any]:
+    """Plain `nvidia-smi`, `nvidia-smi -q` (or -a) and `nvidia-smi -L` as printed or pasted.
+
+    -> {"driver_version", "cuda_version", "smi_version", "no_devices", "gpus", "mig_devices", "processes"}.
+    A value the tool could not give (N/A, ERR!, [Not Supported], [Insufficient Permissions]) is None;
+    so is one whose line or cell was cut short (a number without its unit, a row without its closing
+    bar). Names the table shortened ("NVIDIA GeForce RTX 3060 ...") keep their dots and are flagged
+    name_truncated. On WSL the banner's NVIDIA-SMI version is not the Windows driver's: "Driver
+    Version" is the one read as driver_version.
+    """
+    result = _empty_smi_text()
     if not isinstance(text, str):
         return result
-    driver = re.search(rf"Driver Version\s*:\s*({_VERSION})", text)
+    text = _unframe(text[:2_000_000])
+    driver = re.search(rf"Driver Version\s*:\s*({_VERSION})(?=[\s|])", text)
     if driver:
         result["driver_version"] = driver.group(1)
-    cuda = re.search(r"CUDA Version\s*:\s*(\d{1,4}\.\d{1,4})", text)
+    cuda = re.search(r"CUDA Version\s*:\s*(\d{1,4}\.\d{1,4})(?=[\s|])", text)
     if cuda:
         result["cuda_version"] = cuda.group(1)
+    smi = re.search(rf"NVIDIA-SMI\s+({_VERSION})(?=[\s|])", text)
+    if smi:
+        result["smi_version"] = smi.group(1)
+    result["no_devices"] = bool(_NO_DEVICES.search(text))
+    gpus: list[dict[str, Any]] = result["gpus"]
+    lines = text.split("\n")
+    _read_table(lines, result)
+    if not gpus:
+        _read_q(lines, gpus)
+    if not gpus:
+        for line in lines:
+            m = _LIST_GPU.match(line)
+            if m:
+                gpu = _smi_gpu_text(int(m.group("index")))
+                gpu["name"], gpu["uuid"], gpu["name_truncated"] = m.group("name"), m.group("uuid"), False
+                gpus.append(gpu)
     return result
+
+
+def _read_table(lines: list[str], result: dict[str, Any]) -> None:
+    gpus: list[dict[str, Any]] = result["gpus"]
+    last: dict[str, Any] | None = None
+    section = "gpus"
+    for line in lines:
+        low = line.lower()
+        if "mig devices:" in low:
+            section = "mig"
+        elif "processes:" in low:
+            section = "processes"
+        m = _TABLE_GPU.match(line) if section == "gpus" else None
+        if m:
+            last = _smi_gpu_text(int(m.group("index")))
+            name = m.group("name").strip()
+            mode = m.group("mode")
+            last["name"] = name
+            last["name_truncated"] = name.endswith("...")
+            last["pci_bus_id"] = m.group("bus")
+            if mode in ("WDDM", "TCC", "MCDM"):
+                last["driver_model"] = mode
+            elif mode in ("On", "Off"):
+                last["persistence_mode"] = mode == "On"
+            gpus.append(last)
+            continue
+        s = _TABLE_STATS.match(line) if section == "gpus" and last is not None else None
+        if s and last is not None:
+            temp, power, cap = _cell(s.group("temp"), "C"), _cell(s.group("power"), "W"), _cell(s.group("cap"), "W")
+            last["temperature_c"] = int(temp) if temp else None
+            last["power_draw_w"] = float(power) if power else None
+            last["power_limit_w"] = float(cap) if cap else None
+            if s.group("total"):
+                last["memory_used_mib"], last["memory_total_mib"] = int(s.group("used")), int(s.group("total"))
+            util = _cell(s.group("util"), "%")
+            last["utilization_pct"] = int(util) if util else None
+            last = None
+            continue
+        mig = _TABLE_MIG.match(line) if section == "mig" else None
+        if mig:
+            result["mig_devices"].append({
+                "gpu": int(mig.group("gpu")), "gi": int(mig.group("gi")), "ci": int(mig.group("ci")),
+                "index": int(mig.group("mig")), "memory_used_mib": int(mig.group("used")),
+                "memory_total_mib": int(mig.group("total"))})
+            continue
+        p = _TABLE_PROCESS.match(line) if section == "processes" else None
+        if p:
+            name = p.group("name").strip()
+            used = _cell(p.group("used"), "MiB")
+            result["processes"].append({
+                "gpu": int(p.group("gpu")), "pid": int(p.group("pid")), "type": p.group("type"),
+                "name": None if not name or name.lower() in _ABSENT else name,
+                "used_mib": int(used) if used else None})
+
+
+# -q keys (lower-cased, joined with "/" under their section) -> (gpu field, how to read the value)
+_Q_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "product name": ("name", lambda v: v),
+    "gpu uuid": ("uuid", lambda v: v),
+    "persistence mode": ("persistence_mode", lambda v: _flag(v)),
+    "mig mode/current": ("mig_mode", lambda v: _flag(v)),
+    "driver model/current": ("driver_model", lambda v: v),
+    "fb memory usage/total": ("memory_total_mib", lambda v: _unit_int(v, "MiB")),
+    "fb memory usage/used": ("memory_used_mib", lambda v: _unit_int(v, "MiB")),
+    "temperature/gpu current temp": ("temperature_c", lambda v: _unit_int(v, "C")),
+    "power readings/power draw": ("power_draw_w", lambda v: _unit_float(v, "W")),
+    "gpu power readings/power draw": ("power_draw_w", lambda v: _unit_float(v, "W")),
+    "gpu power readings/instant power draw": ("power_draw_w", lambda v: _unit_float(v, "W")),
+    "power readings/power limit": ("power_limit_w", lambda v: _unit_float(v, "W")),
+    "gpu power readings/current power limit": ("power_limit_w", lambda v: _unit_float(v, "W")),
+    "utilization/gpu": ("utilization_pct", lambda v: _unit_int(v, "%")),
+}
+
+
+def _unit_int(value: str, unit: str) -> int | None:
+    m = re.fullmatch(rf"(\d{{1,12}})\s*{re.escape(unit)}", value.strip())
+    return int(m.group(1)) if m else None
+
+
+def _unit_float(value: str, unit: str) -> float | None:
+    m = re.fullmatch(rf"(\d{{1,9}}(?:[.,]\d{{1,6}})?)\s*{re.escape(unit)}", value.strip())
+    return float(m.group(1).replace(",", ".")) if m else None
+
+
+def _read_q(lines: list[str], gpus: list[dict[str, Any]]) -> None:
+    """`nvidia-smi -q`: each "GPU <bus id>" block, its fields read by section path.
+
+    A line is taken only when the next line exists: the last line of a cut-short paste may be cut
+    inside its value ("Total : 40" of "40960 MiB"), and what is not known stays None.
+    """
+    gpu: dict[str, Any] | None = None
+    sections: list[tuple[int, str]] = []
+    for at, line in enumerate(lines):
+        m = _Q_GPU.match(line.strip()) if not line.startswith((" ", "\t")) else None
+        if m:
+            gpu = _smi_gpu_text(len(gpus))
+            gpu["pci_bus_id"], gpu["name_truncated"] = m.group("bus"), False
+            gpus.append(gpu)
+            sections = []
+            continue
+        if gpu is None or not line.strip():
+            continue
+        if not line.startswith((" ", "\t")):
+            gpu = None
+            continue
+        indent = len(line) - len(line.lstrip())
+        while sections and sections[-1][0] >= indent:
+            sections.pop()
+        f = _Q_FIELD.match(line)
+        if f and f.group("value") is not None and at + 1 < len(lines):
+            key = "/".join([s for _i, s in sections] + [f.group("key").strip().lower()])
+            known = _Q_KEYS.get(key)
+            value = _clean(f.group("value"))
+            if known and value is not None and gpu[known[0]] is None:
+                gpu[known[0]] = known[1](value)
+            continue
+        s = _Q_SECTION.match(line)
+        if s:
+            sections.append((indent, s.group("key").strip().lower()))
+
+
+# --- nvidia-smi --query-gpu=... --format=csv -----------------------------------------------------
+
+_CSV_UNIT = re.compile(r"^(?P<name>[^\[\]]+?)\s*\[(?P<unit>[^\]]{1,16})\]\s*$")
+
+
+@_never_raise(list)
+def parse_nvidia_smi_csv(text: str, fields: list[str] | None = None) -> list[dict[str, str | None]]:
+    """`nvidia-smi --query-gpu=A,B --format=csv[,noheader][,nounits]` -> one dict per complete row.
+
+    Keys are the query's field names (from the header, without its " [unit]"; or `fields` for
+    noheader output); values are strings with the unit dropped ("83.92 W" -> "83.92"), a decimal
+    comma read as a point, and None for N/A, [N/A], [Not Supported], [Insufficient Permissions].
+    A row with fewer cells than the header (cut short) is left out.
+    """
+    if not isinstance(text, str):
+        return []
+    lines = [line.strip() for line in _unframe(text).split("\n")]
+    lines = [line for line in lines if line]
+    header = list(fields) if fields else None
+    units: list[str | None] = [None] * len(header) if header else []
+    rows: list[dict[str, str | None]] = []
+    for line in lines:
+        cells = [c.strip() for c in re.split(r",\s+", line)]
+        if len(cells) == 1 and header and len(header) > 1:
+            cells = [c.strip() for c in line.split(",")]
+        if header is None:
+            if not all(re.fullmatch(r"[a-z_][a-z0-9_.]{0,63}(?:\s*\[[^\]]{1,16}\])?", c) for c in cells):
+                continue  # a prompt or the command line before the header
+            header, units = [], []
+            for c in cells:
+                m = _CSV_UNIT.match(c)
+                header.append(m.group("name") if m else c)
+                units.append(m.group("unit") if m else None)
+            continue
+        if len(cells) != len(header):
+            continue
+        row: dict[str, str | None] = {}
+        for name, unit, cell in zip(header, units, cells, strict=True):
+            row[name] = _csv_value(cell, unit)
+        rows.append(row)
+    return rows
+
+
+def _csv_value(cell: str, unit: str | None) -> str | None:
+    cell = cell.strip()
+    if not cell or cell.lower() in _ABSENT:
+        return None
+    if unit and cell.endswith(unit):
+        cell = cell[: -len(unit)].strip()
+    if re.fullmatch(r"\d{1,9},\d{1,6}", cell):
+        cell = cell.replace(",", ".")
+    return cell
 
 
 # --- nvidia-smi -q -x ---------------------------------------------------------------------------
@@ -270,7 +557,7 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any]:
         return result
     # ElementTree does not fetch DTDs, but the DOCTYPE line is useless here, so drop it; anything
     # DOCTYPE-like that is left (an internal subset) is not what nvidia-smi writes.
-    text = re.sub(r"<!DOCTYPE[^>\[]*>", "", text, count=1)
+    text = re.sub(r"<!DOCTYPE[^>\[]*>", "", _xml_start(text), count=1)
     if "<!DOCTYPE" in text.upper():
         return result
     children = _root_children(text)
@@ -288,6 +575,14 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any]:
             gpus.append(_smi_gpu(child, len(gpus)))
     result["gpus"] = gpus
     return result
+
+
+def _xml_start(text: str) -> str:
+    """The document from its first "<?xml" or "<nvidia_smi_log": what precedes it (whitespace, a BOM,
+    the command line or a markdown fence of a paste) is framing, and expat refuses an XML
+    declaration that is not the first thing in the input."""
+    starts = [at for at in (text.find("<?xml"), text.find("<nvidia_smi_log")) if at >= 0]
+    return text[min(starts):] if starts else text
 
 
 def _root_children(text: str) -> list[ET.Element] | None:
