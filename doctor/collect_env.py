@@ -44,6 +44,7 @@ from doctor.model.facts import (
     PythonEnv,
     Toolkit,
 )
+from doctor.parsers import strip_escapes
 from doctor.safeio import small_int
 
 SOURCE = "collect_env"
@@ -184,7 +185,7 @@ def _key(raw: str) -> str | None:
 
 
 def _read(text: str) -> _Report:
-    report = _Report(text=text[:MAX_TEXT])
+    report = _Report(text=strip_escapes(text[:MAX_TEXT]))  # a terminal's colours, a BOM: not the report's
     lines = [_clean_line(x) for x in report.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     current: str | None = None  # the multi-line block being read
     section: str | None = None  # vLLM section title

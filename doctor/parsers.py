@@ -37,6 +37,7 @@ __all__ = [
     "parse_tf_build_info",
     "parse_torch_version_py",
     "parse_xid_lines",
+    "strip_escapes",
 ]
 
 _P = ParamSpec("_P")
@@ -115,7 +116,7 @@ def parse_cuda_version_txt(text: str) -> str | None:
     """Toolkit version.txt (CUDA <= 11.0): "CUDA Version 11.0.207" -> "11.0.207"."""
     if not isinstance(text, str):
         return None
-    match = re.search(rf"CUDA Version\s+({_VERSION})", text)
+    match = re.search(rf"CUDA Version\s+({_VERSION})", _unframe(text))
     return match.group(1) if match else None
 
 
@@ -136,6 +137,7 @@ def parse_nvcc_version(text: str) -> str | None:
     """
     if not isinstance(text, str):
         return None
+    text = _unframe(text)
     match = re.search(rf"release\s+(\d{{1,4}}\.\d{{1,4}})\s*,\s*V({_VERSION})", text)
     if match:
         return match.group(2)
@@ -186,6 +188,7 @@ def parse_proc_driver_version(text: str) -> dict[str, Any]:
     result = _empty_proc_driver()
     if not isinstance(text, str):
         return result
+    text = _unframe(text)
     nvrm = re.search(r"NVRM version:([^\n]*)", text)
     if nvrm:
         line = nvrm.group(1)
@@ -221,20 +224,24 @@ def parse_cuda_driver_version_from_smi_text(text: str) -> dict[str, Any]:
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 
+def strip_escapes(text: str) -> str:
+    """Terminal colour escapes (CSI, OSC) and byte-order marks removed; nothing else changed."""
+    return _ANSI.sub("", text.replace("\ufeff", ""))
+
+
 def _unframe(text: str) -> str:
     """The text as the tool printed it: escapes, BOM, CR line ends and quote/fence framing removed.
 
     Markdown block quotes ("> ") and code fences (a line starting with three backticks, possibly
     with text glued after them, as in "```Wed May 15 ...") are what pasting into an issue adds.
     """
-    text = _ANSI.sub("", text.replace("\ufeff", ""))
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u00a0", " ")
+    text = strip_escapes(text).replace("\r\n", "\n").replace("\r", "\n").replace("\u00a0", " ")
     lines = []
     for line in text.split("\n"):
         stripped = line.lstrip()
         if stripped.startswith(">"):
-            while stripped.startswith(">"):
-                stripped = stripped[1:].lstrip(" ")
+            while stripped.startswith(">"):  # "> " quotes, nested ("> > "): the space after each is framing
+                stripped = stripped[2:] if stripped.startswith("> ") else stripped[1:]
             line = stripped
         if line.lstrip().startswith("```"):
             line = line.lstrip()[3:]
@@ -424,20 +431,22 @@ def _read_q(lines: list[str], gpus: list[dict[str, Any]]) -> None:
     """
     gpu: dict[str, Any] | None = None
     sections: list[tuple[int, str]] = []
+    base = 0  # the GPU line's own indentation (a paste may indent everything)
     for at, line in enumerate(lines):
-        m = _Q_GPU.match(line.strip()) if not line.startswith((" ", "\t")) else None
+        line = line.replace("\t", "    ")
+        indent = len(line) - len(line.lstrip())
+        m = _Q_GPU.match(line.strip())
         if m:
             gpu = _smi_gpu_text(len(gpus))
             gpu["pci_bus_id"], gpu["name_truncated"] = m.group("bus"), False
             gpus.append(gpu)
-            sections = []
+            sections, base = [], indent
             continue
         if gpu is None or not line.strip():
             continue
-        if not line.startswith((" ", "\t")):
+        if indent <= base:
             gpu = None
             continue
-        indent = len(line) - len(line.lstrip())
         while sections and sections[-1][0] >= indent:
             sections.pop()
         f = _Q_FIELD.match(line)
@@ -557,7 +566,7 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any]:
         return result
     # ElementTree does not fetch DTDs, but the DOCTYPE line is useless here, so drop it; anything
     # DOCTYPE-like that is left (an internal subset) is not what nvidia-smi writes.
-    text = re.sub(r"<!DOCTYPE[^>\[]*>", "", _xml_start(text), count=1)
+    text = re.sub(r"<!DOCTYPE[^>\[]*>", "", _xml_start(_unframe(text)), count=1)
     if "<!DOCTYPE" in text.upper():
         return result
     children = _root_children(text)
@@ -907,7 +916,7 @@ def _shell_value(raw: str) -> str:
 
 _XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-9A-Fa-f])?)\):?"
-    r"[ \t]*(\d{1,5})[ \t]*,?[ \t]*([^\r\n]*)"
+    r"[ \t]*(\d{1,5})[ \t]*,[ \t]*([^\r\n]*)"  # the comma: a line cut inside the code is no event
 )
 # R470+ insert "pid=1234, name=python, " (or "pid='<unknown>', name=<unknown>, ") before the text.
 _XID_PID = re.compile(r"^pid=(?:'[^']*'|[^,\s]*)\s*,\s*")
@@ -925,7 +934,7 @@ def parse_xid_lines(text: str) -> list[dict[str, Any]]:
     if not isinstance(text, str):
         return []
     events = []
-    for match in _XID.finditer(text):
+    for match in _XID.finditer(_unframe(text)):
         message = _XID_PID.sub("", match.group(3).strip(), count=1)
         message = _XID_NAME.sub("", message, count=1).strip()
         events.append({"xid": int(match.group(2)), "pci_bus_id": match.group(1), "message": message or None})
@@ -990,7 +999,9 @@ def parse_gcc_version(text: str) -> str | None:
     """
     if not isinstance(text, str):
         return None
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    # The first line that is not blank and not a shell prompt ("$ gcc --version", "~$ gcc -v").
+    first = next((line.strip() for line in _unframe(text).splitlines()
+                  if line.strip() and not re.match(r"^\S{0,80}[$#%]\s+\S", line.strip())), "")
     if re.fullmatch(r"\d{1,4}(?:\.\d{1,6}){0,2}", first):
         return first
     outside = re.sub(r"\([^()]*\)", " ", first)
