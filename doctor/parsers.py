@@ -116,7 +116,7 @@ def parse_cuda_version_txt(text: str) -> str | None:
     """Toolkit version.txt (CUDA <= 11.0): "CUDA Version 11.0.207" -> "11.0.207"."""
     if not isinstance(text, str):
         return None
-    match = re.search(rf"CUDA Version\s+({_VERSION})", _unframe(text))
+    match = re.search(rf"CUDA Version\s+({_VERSION})(?=\s)", _unframe(text))  # (?=\s): not cut inside
     return match.group(1) if match else None
 
 
@@ -138,10 +138,12 @@ def parse_nvcc_version(text: str) -> str | None:
     if not isinstance(text, str):
         return None
     text = _unframe(text)
-    match = re.search(rf"release\s+(\d{{1,4}}\.\d{{1,4}})\s*,\s*V({_VERSION})", text)
+    # Each number must be followed by what follows it in the output: a line cut inside "V12.2.140"
+    # is not version 12.2.1.
+    match = re.search(rf"release\s+(\d{{1,4}}\.\d{{1,4}})\s*,\s*V({_VERSION})(?=\s)", text)
     if match:
         return match.group(2)
-    match = re.search(r"release\s+(\d{1,4}\.\d{1,4})", text)
+    match = re.search(r"release\s+(\d{1,4}\.\d{1,4})(?=\s*,|\s)", text)
     return match.group(1) if match else None
 
 
@@ -192,7 +194,9 @@ def parse_proc_driver_version(text: str) -> dict[str, Any]:
     nvrm = re.search(r"NVRM version:([^\n]*)", text)
     if nvrm:
         line = nvrm.group(1)
-        module = re.search(rf"Kernel Module(?:\s+for\s+\S+)?\s+({_VERSION})", line)
+        if nvrm.end() < len(text):
+            line += "\n"  # the line is complete; at the very end of the text it may be cut inside the version
+        module = re.search(rf"Kernel Module(?:\s+for\s+\S+)?\s+({_VERSION})(?=\s)", line)
         if module:
             result["version"] = module.group(1)
         if re.search(r"\bOpen Kernel Module\b", line):
@@ -200,7 +204,7 @@ def parse_proc_driver_version(text: str) -> dict[str, Any]:
         elif re.search(r"\bKernel Module\b", line):
             result["flavor"] = "proprietary"
     # Open modules built without a GCC banner print "GCC version:  Selected multilib: ..." instead.
-    gcc = re.search(rf"GCC version:\s+gcc version\s+({_VERSION})", text)
+    gcc = re.search(rf"GCC version:\s+gcc version\s+({_VERSION})(?=\s)", text)
     if gcc:
         result["gcc"] = gcc.group(1)
     return result
@@ -496,8 +500,9 @@ def parse_nvidia_smi_csv(text: str, fields: list[str] | None = None) -> list[dic
                 header.append(m.group("name") if m else c)
                 units.append(m.group("unit") if m else None)
             continue
-        if len(cells) != len(header):
-            continue
+        if len(cells) != len(header) or any(
+                u and c.lower() not in _ABSENT and not c.endswith(u) for u, c in zip(units, cells, strict=True)):
+            continue  # cut short: a cell missing, or a number without the unit the header declares
         row: dict[str, str | None] = {}
         for name, unit, cell in zip(header, units, cells, strict=True):
             row[name] = _csv_value(cell, unit)
