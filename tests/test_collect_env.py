@@ -103,6 +103,13 @@ FACTS = {
     "pytorch-44106-rocm-build-torch1.7.txt": dict(
         os=("ubuntu", "18.04"), driver=None, gpus=[], torch=("1.7.0a0+9ddd3df", None, False),
         errors={"collect_env:GPU models and configuration"}),
+    # ROCm builds: "Is CUDA available: True" means a HIP device; the AMD GPU is not an NVIDIA GPU fact
+    "pytorch-131901-rocm6.1-mi210-source-build.txt": dict(
+        os=("ubuntu", "20.04"), gcc="9.4.0", driver=None, gpus=[], nvcc=None, cudnn=[], python="3.9.19",
+        torch=("2.3.0a0+gitae01701", None, False), available=True),
+    "pytorch-180500-rocm7.13-mi300x-torch2.9.1.txt": dict(
+        os=("ubuntu", "24.04"), gcc="13.3.0", driver=None, gpus=[], nvcc=None, cudnn=[], python="3.12.3",
+        torch=("2.9.1+rocm7.13.0a20260401", None, False), available=True),
     "pytorch-137846-windows11-cpu-nightly-no-gpu.txt": dict(
         os=("windows", "11"), driver=None, gpus=[], python="3.10.17", torch=("2.8.0.dev20250528+cpu", None, True)),
     "pytorch-42887-torch-not-importable-macos.txt": dict(
@@ -188,6 +195,8 @@ FINDINGS = {
     # leaves driver.missing skipped: unknown, not "absent".
     "pytorch-121067-macos-no-gpu-torch2.2.2.txt": (0, [("framework.cpu_only_build", "info")]),
     "pytorch-44106-rocm-build-torch1.7.txt": (0, []),
+    "pytorch-131901-rocm6.1-mi210-source-build.txt": (0, [("framework.cpu_only_build", "ok")]),
+    "pytorch-180500-rocm7.13-mi300x-torch2.9.1.txt": (0, [("framework.cpu_only_build", "ok")]),
     "pytorch-137846-windows11-cpu-nightly-no-gpu.txt": (0, [("framework.cpu_only_build", "info")]),
     # torch could not be imported and nothing else is said: no verdict (status "unknown", exit 4), never "ready"
     "pytorch-42887-torch-not-importable-macos.txt": (4, []),
