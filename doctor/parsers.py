@@ -284,6 +284,9 @@ _Q_GPU = re.compile(rf"^GPU\s+(?P<bus>{_PCI_ID})\s*$")
 _Q_FIELD = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][^:\n]{0,80}?)\s*:(?:\s(?P<value>.*))?$")
 _Q_SECTION = re.compile(r"^(?P<indent>\s+)(?P<key>[A-Za-z][^:\n]{0,80}?)\s*$")
 _NO_DEVICES = re.compile(r"^\s*No devices were found\s*$", re.MULTILINE)
+_SMI_FAILURE = re.compile(
+    r"^\s*(?:No devices were found|NVIDIA-SMI has failed|Failed to initialize NVML|Unable to determine the device"
+    r"|NVML library version|Driver/library version mismatch)")
 
 
 def _empty_smi_text() -> dict[str, Any]:
@@ -488,6 +491,8 @@ def parse_nvidia_smi_csv(text: str, fields: list[str] | None = None) -> list[dic
     units: list[str | None] = [None] * len(header) if header else []
     rows: list[dict[str, str | None]] = []
     for line in lines:
+        if _SMI_FAILURE.match(line):
+            continue  # "No devices were found", "Failed to initialize NVML: …": no row, whatever the columns
         cells = [c.strip() for c in re.split(r",\s+", line)]
         if len(cells) == 1 and header and len(header) > 1:
             cells = [c.strip() for c in line.split(",")]
