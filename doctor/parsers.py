@@ -25,8 +25,10 @@ __all__ = [
     "parse_cuda_version_json",
     "parse_cuda_version_txt",
     "parse_cudnn_header",
+    "parse_device_query",
     "parse_dpkg_status",
     "parse_gcc_version",
+    "parse_jax_environment_info",
     "parse_ldconfig_p",
     "parse_nvcc_version",
     "parse_nvidia_smi_csv",
@@ -261,7 +263,7 @@ _PCI_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
 # "|   0  GeForce GTX 680     Off  | 0000:03:00.0     N/A |" ; WSL/Windows: "... WDDM  |"
 _TABLE_GPU = re.compile(
     rf"^\s*\|\s*(?P<index>\d{{1,3}})\s+(?P<name>\S.*?)\s+(?P<mode>On|Off|N/A|WDDM|TCC|MCDM)?\s*\|"
-    rf"\s*(?P<bus>{_PCI_ID})\s")
+    rf"\s*(?P<bus>{_PCI_ID})(?:\s|$)")
 # "| N/A   54C    P8              16W /  80W |    816MiB /  6144MiB |      3%      Default |"
 _TABLE_STATS = re.compile(
     r"^\s*\|\s*(?P<fan>\d{1,3}%|N/A|ERR!)\s+(?P<temp>\d{1,3}C|N/A|ERR!)\s+(?P<perf>P\d{1,2}|N/A|ERR!)\s+"
@@ -524,6 +526,116 @@ def _csv_value(cell: str, unit: str | None) -> str | None:
     if re.fullmatch(r"\d{1,9},\d{1,6}", cell):
         cell = cell.replace(",", ".")
     return cell
+
+
+# --- deviceQuery (CUDA samples) and jax.print_environment_info() -----------------------------------
+
+_DQ_DEVICE = re.compile(r'^\s*Device\s+(?P<index>\d{1,3}):\s+"(?P<name>[^"\n]{1,200})"\s*$')
+_DQ_VERSIONS = re.compile(
+    r"CUDA Driver Version\s*/\s*Runtime Version\s+(?P<driver>\d{1,3}\.\d{1,2})\s*/\s*(?P<runtime>\d{1,3}\.\d{1,2})\s*$")
+_DQ_CC = re.compile(r"CUDA Capability Major/Minor version number:\s+(?P<cc>\d{1,2}\.\d{1,2})\s*$")
+_DQ_MEMORY = re.compile(r"Total amount of global memory:\s+(?P<mib>\d{1,9})\s+MBytes\b")
+
+
+def _empty_device_query() -> dict[str, Any]:
+    return {"device_count": None, "devices": [], "result": None}
+
+
+@_never_raise(_empty_device_query)
+def parse_device_query(text: str) -> dict[str, Any]:
+    """The CUDA samples' `deviceQuery` -> {"device_count", "devices", "result"}.
+
+    Each device: {"index", "name", "driver_cuda" (the newest CUDA the driver supports), "runtime_cuda"
+    (the CUDA runtime deviceQuery was built with), "compute_capability", "memory_total_mib"}. "result"
+    is "PASS" or "FAIL" from the closing "Result = …" line, None when the output stops before it. A
+    line is read only once it is complete (followed by a line break).
+    """
+    result = _empty_device_query()
+    if not isinstance(text, str):
+        return result
+    lines = _unframe(text).split("\n")
+    lines = lines[:-1]  # the text after the last line break may be a line cut short
+    device: dict[str, Any] | None = None
+    for line in lines:
+        m = re.search(r"Detected\s+(\d{1,3})\s+CUDA Capable device", line)
+        if m:
+            result["device_count"] = int(m.group(1))
+        if re.search(r"no CUDA-capable device is detected|cudaGetDeviceCount returned", line):
+            result["device_count"] = 0
+        m = re.search(r"Result\s*=\s*(PASS|FAIL)\b", line)
+        if m:
+            result["result"] = m.group(1)
+        d = _DQ_DEVICE.match(line)
+        if d:
+            device = {"index": int(d.group("index")), "name": d.group("name").strip(), "driver_cuda": None,
+                      "runtime_cuda": None, "compute_capability": None, "memory_total_mib": None}
+            result["devices"].append(device)
+            continue
+        if device is None:
+            continue
+        v = _DQ_VERSIONS.search(line)
+        if v:
+            device["driver_cuda"], device["runtime_cuda"] = v.group("driver"), v.group("runtime")
+        c = _DQ_CC.search(line)
+        if c:
+            device["compute_capability"] = c.group("cc")
+        mem = _DQ_MEMORY.search(line)
+        if mem:
+            device["memory_total_mib"] = int(mem.group("mib"))
+    return result
+
+
+_JAX_FIELD = re.compile(r"^(?P<key>jax\.devices|jaxlib|jax|numpy|python|process_count)\b(?P<rest>[^\n]*)$")
+_JAX_DEVICES = re.compile(r"^\s*\((?P<total>\d{1,6}) total, (?P<local>\d{1,6}) local\):\s*\[(?P<list>.*)\]\s*$")
+
+
+def _empty_jax_info() -> dict[str, Any]:
+    return {"jax": None, "jaxlib": None, "numpy": None, "python": None, "device_count": None,
+            "local_device_count": None, "device_kinds": [], "process_count": None, "nvidia_smi": None}
+
+
+@_never_raise(_empty_jax_info)
+def parse_jax_environment_info(text: str) -> dict[str, Any]:
+    """`jax.print_environment_info()` -> versions, devices and the `nvidia-smi` it appends.
+
+    "device_kinds" are the device classes listed ("CpuDevice", "GpuDevice", "CudaDevice", "RocmDevice"),
+    deduplicated in order; "nvidia_smi" is parse_nvidia_smi_text of what follows "$ nvidia-smi" (None
+    when JAX printed none, as on CPU). Lines cut short (no line break after them) are not read.
+    """
+    result = _empty_jax_info()
+    if not isinstance(text, str):
+        return result
+    text = _unframe(text)
+    head, smi_mark, smi = text.partition("$ nvidia-smi")
+    complete = head.split("\n")
+    if not smi_mark:
+        complete = complete[:-1]
+    for line in complete:
+        line = re.sub(r"^(?:>>>|\.\.\.)\s+", "", line.strip())
+        m = _JAX_FIELD.match(line)
+        if not m:
+            continue
+        key, rest = m.group("key"), m.group("rest")
+        if key == "jax.devices":
+            d = _JAX_DEVICES.match(rest)
+            if d:
+                result["device_count"], result["local_device_count"] = int(d.group("total")), int(d.group("local"))
+                kinds = re.findall(r"\b([A-Z][A-Za-z]{0,30}Device)\(", d.group("list"))
+                result["device_kinds"] = list(dict.fromkeys(kinds))
+            continue
+        value = rest.lstrip(":").strip() if rest.startswith(":") else None
+        if not value:
+            continue
+        if key == "process_count":
+            result["process_count"] = int(value) if re.fullmatch(r"\d{1,6}", value) else None
+        elif key == "python":
+            found = re.match(r"(\d{1,2}\.\d{1,3}\.\d{1,3})\b", value)
+            result["python"] = found.group(1) if found else None
+        elif re.fullmatch(r"\d{1,4}(?:\.\d{1,6}){1,3}(?:[.+\-]?\w{1,40})?", value):
+            result[key] = value
+    if smi_mark:
+        result["nvidia_smi"] = parse_nvidia_smi_text(smi)
+    return result
 
 
 # --- nvidia-smi -q -x ---------------------------------------------------------------------------

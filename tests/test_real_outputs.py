@@ -306,3 +306,57 @@ def test_a_cut_short_collect_env_report_reads_unknown_never_wrong(name: str) -> 
         if cut["torch"] and full["torch"] and text[:at].rstrip("\n").endswith(cut["torch"][0]):
             continue  # a package line cut inside torch's version: kept, see collect_env._read
         assert same_or_unknown(cut, full), (at, text[max(0, at - 40):at], cut)
+
+
+# --- deviceQuery and jax.print_environment_info() -----------------------------------------------------
+
+DEVICE_QUERY = {
+    "cudaminer-57-gtx460-5.0.txt": ("GeForce GTX 460", "5.0", "5.0", "2.1", 1023),
+    "pocl-890-jetson-nano-tegra-x1-10.2.txt": ("NVIDIA Tegra X1", "10.2", "10.2", "5.3", 3960),
+    "rpg-open-remode-9-gtx770-driver7.0-runtime6.5.txt": ("GeForce GTX 770", "7.0", "6.5", "3.0", 2047),
+    "scenereco-32-gtx1080-8.0.txt": ("GeForce GTX 1080", "8.0", "8.0", "6.1", 8105),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEVICE_QUERY))
+def test_device_query_reads_name_cuda_versions_cc_and_memory(name: str) -> None:
+    parsed = parsers.parse_device_query(read(f"devicequery/{name}"))
+    assert parsed["device_count"] == 1 and parsed["result"] is None  # every paste stops before "Result ="
+    d = parsed["devices"][0]
+    assert (d["name"], d["driver_cuda"], d["runtime_cuda"], d["compute_capability"], d["memory_total_mib"]) == \
+        DEVICE_QUERY[name]
+
+
+JAX = {
+    "jax-12213-colab-cpu-0.3.17.txt": (("0.3.17", "0.3.15", "3.7.13", 1, ["CpuDevice"]), None),
+    "jax-12213-colab-gpu-0.3.17-t4.txt": (("0.3.17", "0.3.15", "3.7.13", 1, ["GpuDevice"]),
+                                          ("460.32.03", "11.2", [("Tesla T4", None)])),  # cut in the memory cell
+    "jax-21295-0.4.33-8x-a10g.txt": (("0.4.33", "0.4.33", "3.10.12", 8, ["CudaDevice"]),
+                                     ("550.127.05", "12.4", [("NVIDIA A10G", None)])),  # cut after the bus id
+}
+
+
+@pytest.mark.parametrize("name", sorted(JAX))
+def test_jax_environment_info_reads_versions_devices_and_its_nvidia_smi(name: str) -> None:
+    parsed = parsers.parse_jax_environment_info(read(f"jax-env-info/{name}"))
+    versions, smi = JAX[name]
+    assert (parsed["jax"], parsed["jaxlib"], parsed["python"], parsed["device_count"], parsed["device_kinds"]) == \
+        versions
+    got = parsed["nvidia_smi"]
+    assert (got and (got["driver_version"], got["cuda_version"],
+                     [(g["name"], g["memory_total_mib"]) for g in got["gpus"]])) == smi
+
+
+CUT_PARSERS: dict[str, Callable[[str], Any]] = {
+    "devicequery": parsers.parse_device_query, "jax-env-info": parsers.parse_jax_environment_info}
+
+
+@pytest.mark.parametrize("rel", sorted(str(p.relative_to(DATA)) for d in CUT_PARSERS for p in (DATA / d).glob("*")))
+def test_device_query_and_jax_cut_short_read_unknown_never_wrong(rel: str) -> None:
+    parse = CUT_PARSERS[rel.split("/")[0]]
+    text = read(rel)
+    full = parse(text)
+    for at in cuts(text):
+        assert same_or_unknown(parse(text[:at]), full), (at, text[max(0, at - 40):at])
+    for label, framed in framings(text):
+        assert parse(framed) == full, label
