@@ -122,10 +122,27 @@ class Matrix:
     # --- CUDA toolkit and driver ------------------------------------------------------------
 
     def toolkit_rows(self, cuda: str) -> list[Row]:
-        """Rows of the toolkit table for a CUDA version ('12.4' → every 12.4.x; '12.4.1' → that one)."""
+        """Rows of the toolkit table for a CUDA version ('12.4' → every 12.4.x; '12.4.1' → that one).
+
+        A version that is no release is a component's number: nvcc's `V12.4.131`, the runtime wheel's 12.4.127,
+        version.txt's 11.0.207, a runfile's date patch (11.8.20220929). CUDA's components share the release's
+        major.minor (nvcc, cudart, the nvidia-cuda-runtime/-nvcc wheels), so they resolve to every release of that
+        minor — never to no row, which would read as "a CUDA newer than any driver".
+        """
         want = vtuple(cuda)
         rows = [r for r in self.rows("cuda", "toolkit") if vtuple(r.get("version"))[: len(want)] == want]
+        if not rows and len(want) > 2:
+            rows = [r for r in self.rows("cuda", "toolkit") if vtuple(r.get("version"))[:2] == want[:2]]
         return sorted(rows, key=lambda r: vtuple(r.get("version")))
+
+    def cuda_release(self, version: str | None) -> str | None:
+        """The CUDA release a version names: the release itself ('12.4.1'), or, for a component's number
+        ('12.4.131', '11.8.20220929'), its major.minor. None when the matrix knows no such CUDA."""
+        rows = self.toolkit_rows(version or "") if vtuple(version) else []
+        if not rows:
+            return None
+        exact = [r for r in rows if vtuple(r.get("version")) == vtuple(version)]
+        return str(exact[0]["version"]) if exact else major_minor(version)
 
     def min_driver(self, cuda: str, windows: bool = False) -> Row | None:
         """The row that sets the native minimum driver for this CUDA (the lowest of its releases).
@@ -431,9 +448,10 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
     if mvc and windows:
         mvc = {**mvc, "linux_min_driver": mvc.get(key)}
     if mvc and mvc.get("linux_min_driver") and driver_meets(driver, mvc["linux_min_driver"]):
+        asks = (f"driver {driver} is older than CUDA {major_minor(cuda)} asks for (≥ {need['linux_min_driver']})"
+                if need else f"the matrix has no minimum driver for CUDA {major_minor(cuda)}")
         return Verdict(True, "minor-version",
-                       f"driver {driver} is older than CUDA {major_minor(cuda)} asks for "
-                       f"(≥ {need['linux_min_driver'] if need else '?'}), but CUDA {major}.x runs on any driver ≥ "
+                       asks + f", but CUDA {major}.x runs on any driver ≥ "
                        f"{mvc['linux_min_driver']} by minor-version compatibility (no JIT of newer PTX; a few newer "
                        "APIs return cudaErrorCallRequiresNewerDriver)", [r for r in (need, mvc) if r])
     own = int(driver.strip().lstrip("Rr")) if is_branch(driver) else branch(driver)

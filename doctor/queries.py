@@ -169,6 +169,7 @@ class TorchNeeds:
     forward_compat: bool = True  # may a cuda-compat package bring a newer CUDA (eligible GPUs only)?
     compat_packages: tuple[str, ...] = ()  # cuda-compat packages already installed
     windows_driver: bool = False  # WSL2: the driver is the Windows one (its own minimums)
+    driver_cuda: str | None = None  # the driver's CUDA version when its version is unknown (a report: "found 11040")
 
 
 def driver_floor(m: Matrix, cuda: str, windows: bool = False) -> str | None:
@@ -271,8 +272,9 @@ def pick_torch(m: Matrix, needs: TorchNeeds, explain: bool = True) -> dict[str, 
                 blocked["gpu"].append(name)
                 continue
             compat = None
-            if drv:
-                v = driver_runs_cuda(m, drv, var["cuda"], needs.segment, needs.compat_packages, windows=windows)
+            if drv or needs.driver_cuda:
+                v = driver_runs_cuda(m, drv, var["cuda"], needs.segment, needs.compat_packages,
+                                     driver_api=None if drv else needs.driver_cuda, windows=windows)
                 if v.rule == "forward-compat-needs-package" and needs.forward_compat:
                     if fallback is None:
                         pkg = next(r for r in v.rows if r.get("package"))
@@ -280,7 +282,9 @@ def pick_torch(m: Matrix, needs: TorchNeeds, explain: bool = True) -> dict[str, 
                                          {"package": pkg["package"], "cuda": pkg["cuda"], "source": _src(pkg)})
                     continue
                 if not v.ok:
-                    blocked["driver"].append(f"{name} (needs ≥ {driver_floor(m, var['cuda'], windows) or '?'})")
+                    floor = driver_floor(m, var["cuda"], windows)
+                    blocked["driver"].append(f"{name} (needs ≥ {floor})" if floor else f"{name} (needs a newer "
+                                             "driver)")
                     continue
                 rule = v.rule
             else:
