@@ -975,7 +975,9 @@ def parse_tf_build_info(text: str) -> dict[str, Any]:
 def _tf_build_info_dict(text: str) -> dict[str, Any] | None:
     match = re.search(r"^build_info[ \t]*=([^\n]*)", text, re.MULTILINE)
     if not match:
-        return None
+        # What `print(tf.sysconfig.get_build_info())` shows (a dict or OrderedDict repr, pprint-wrapped
+        # over lines) rather than the module's source: the same pairs, read one by one.
+        return _tf_build_info_pairs(_unframe(text)) or None
     rhs = match.group(1).strip()
     for wrapper in ("collections.OrderedDict(", "OrderedDict(", "dict("):
         if rhs.startswith(wrapper) and rhs.endswith(")"):
@@ -992,10 +994,15 @@ def _tf_build_info_dict(text: str) -> dict[str, Any] | None:
     if isinstance(literal, list):
         return dict(p for p in literal if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str))
     # Cut short or reformatted: pick the pairs we need one by one.
+    return _tf_build_info_pairs(text[match.start() : match.start() + 100_000])
+
+
+def _tf_build_info_pairs(text: str) -> dict[str, Any]:
     pairs: dict[str, Any] = {}
     for key, raw in re.findall(
-        r"""['"](cuda_version|cudnn_version|is_cuda_build)['"]\s*[,:]\s*('[^'\n]*'|"[^"\n]*"|True|False|None)""",
-        text[match.start() : match.start() + 100_000],
+        r"""['"](cuda_version|cudnn_version|is_cuda_build)['"]\s*[,:]\s*('[^'\n]*'|"[^"\n]*"|True|False|None)"""
+        r"""(?=\s*[,)}\]])""",  # the value's closing delimiter: a pair cut inside "True" is no pair
+        text[:100_000],
     ):
         pairs.setdefault(key, {"True": True, "False": False, "None": None}.get(raw, raw[1:-1]))
     return pairs

@@ -360,3 +360,16 @@ def test_device_query_and_jax_cut_short_read_unknown_never_wrong(rel: str) -> No
         assert same_or_unknown(parse(text[:at]), full), (at, text[max(0, at - 40):at])
     for label, framed in framings(text):
         assert parse(framed) == full, label
+
+
+# --- tf.sysconfig.get_build_info() as printed ----------------------------------------------------------
+
+
+def test_tf_build_info_as_printed_reads_cuda_cudnn_and_cuda_build() -> None:
+    text = read("tf-build-info/conda-forge-157-printed-ordereddict-cuda11.2.txt")
+    assert parsers.parse_tf_build_info(text) == {"cuda": "11.2", "cudnn": "8", "is_cuda_build": True}
+    full = parsers.parse_tf_build_info(text)
+    for at in cuts(text):
+        assert same_or_unknown(parsers.parse_tf_build_info(text[:at]), full), at
+    for label, framed in framings(text):
+        assert parsers.parse_tf_build_info(framed) == full, label
