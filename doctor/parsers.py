@@ -33,6 +33,7 @@ __all__ = [
     "parse_nvcc_version",
     "parse_nvidia_smi_csv",
     "parse_nvidia_smi_text",
+    "parse_nvidia_smi_topo",
     "parse_nvidia_smi_xml",
     "parse_os_release",
     "parse_proc_driver_version",
@@ -635,6 +636,56 @@ def parse_jax_environment_info(text: str) -> dict[str, Any]:
             result[key] = value
     if smi_mark:
         result["nvidia_smi"] = parse_nvidia_smi_text(smi)
+    return result
+
+
+# --- nvidia-smi topo -m --------------------------------------------------------------------------
+
+_TOPO_ROW_NAME = re.compile(r"^(?:GPU\d{1,3}|NIC\d{1,3}|mlx\d_\d{1,3}|[a-z][a-z0-9_]{0,31})$")
+
+
+def _empty_topo() -> dict[str, Any]:
+    return {"columns": [], "links": {}, "cpu_affinity": {}, "numa_affinity": {}}
+
+
+@_never_raise(_empty_topo)
+def parse_nvidia_smi_topo(text: str) -> dict[str, Any]:
+    """`nvidia-smi topo -m` -> {"columns", "links", "cpu_affinity", "numa_affinity"}.
+
+    "links" maps each row device to {column device: link} ("NV12", "PIX", "SYS", …; "X" for itself);
+    the affinity columns give the CPU list and NUMA node as printed, None for N/A. Cells are separated
+    by tabs (newer drivers, with an empty cell before "GPU NUMA ID") or runs of spaces (older ones).
+    A row with fewer cells than the header, or the last line when it has no line break, is cut short
+    and left out.
+    """
+    result = _empty_topo()
+    if not isinstance(text, str):
+        return result
+    lines = _unframe(text).split("\n")[:-1]  # after the last line break: possibly cut
+    header: list[str] | None = None
+    for line in lines:
+        cells = [c.strip() for c in re.split(r"\t+| {2,}", line.strip()) if c.strip()]
+        if not cells:
+            if header:
+                break  # the blank line before "Legend:"
+            continue
+        if header is None:
+            if cells[0].startswith("GPU0") or (cells[0] == "GPU0" and len(cells) > 1):
+                header = cells
+                result["columns"] = [c for c in cells if not c.endswith(("Affinity", "NUMA ID"))]
+            continue
+        name, values = cells[0], cells[1:]
+        if not _TOPO_ROW_NAME.match(name) or len(values) != len(header):
+            continue
+        links: dict[str, str] = {}
+        for column, value in zip(header, values, strict=True):
+            if column == "CPU Affinity":
+                result["cpu_affinity"][name] = None if value.lower() in _ABSENT else value
+            elif column == "NUMA Affinity":
+                result["numa_affinity"][name] = None if value.lower() in _ABSENT else value
+            elif column in result["columns"]:
+                links[column] = value
+        result["links"][name] = links
     return result
 
 

@@ -612,6 +612,7 @@ TEXT_PARSERS: list[Callable[[str], Any]] = [
     parsers.parse_nvidia_smi_csv,
     parsers.parse_device_query,
     parsers.parse_jax_environment_info,
+    parsers.parse_nvidia_smi_topo,
 ]
 
 FIXTURES = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*") if p.is_file() and p.name != "SOURCES.md")
@@ -638,6 +639,7 @@ SHAPES: dict[Callable[[str], Any], Callable[[Any], bool]] = {
     parsers.parse_nvidia_smi_csv: lambda r: isinstance(r, list) and all(isinstance(row, dict) for row in r),
     parsers.parse_device_query: lambda r: set(r) == {"device_count", "devices", "result"},
     parsers.parse_jax_environment_info: lambda r: "device_kinds" in r and "nvidia_smi" in r,
+    parsers.parse_nvidia_smi_topo: lambda r: set(r) == {"columns", "links", "cpu_affinity", "numa_affinity"},
 }
 
 

@@ -373,3 +373,32 @@ def test_tf_build_info_as_printed_reads_cuda_cudnn_and_cuda_build() -> None:
         assert same_or_unknown(parsers.parse_tf_build_info(text[:at]), full), at
     for label, framed in framings(text):
         assert parsers.parse_tf_build_info(framed) == full, label
+
+
+# --- nvidia-smi topo -m ---------------------------------------------------------------------------------
+
+
+def test_topo_tab_layout_with_numa_columns() -> None:
+    parsed = parsers.parse_nvidia_smi_topo(read("nvidia-smi-topo/club-3090-1229-2x-rtx5090-tabs.txt"))
+    assert parsed == {"columns": ["GPU0", "GPU1"],
+                      "links": {"GPU0": {"GPU0": "X", "GPU1": "PHB"}, "GPU1": {"GPU0": "PHB", "GPU1": "X"}},
+                      "cpu_affinity": {"GPU0": "0-63", "GPU1": "0-63"}, "numa_affinity": {"GPU0": "0", "GPU1": "0"}}
+
+
+def test_topo_space_layout_with_a_nic_column_cut_after_gpu4() -> None:
+    parsed = parsers.parse_nvidia_smi_topo(read("nvidia-smi-topo/kubernetes-53497-8gpu-mlx4-cut.txt"))
+    assert parsed["columns"][-1] == "mlx4_0" and len(parsed["columns"]) == 9
+    assert sorted(parsed["links"]) == ["GPU0", "GPU1", "GPU2", "GPU3", "GPU4"]
+    assert parsed["links"]["GPU0"]["GPU1"] == "PIX" and parsed["links"]["GPU4"]["mlx4_0"] == "SYS"
+    assert parsed["cpu_affinity"]["GPU4"] == "10-19,30-39"
+
+
+@pytest.mark.parametrize("name", ["club-3090-1229-2x-rtx5090-tabs.txt", "kubernetes-53497-8gpu-mlx4-cut.txt"])
+def test_topo_cut_short_reads_unknown_never_wrong(name: str) -> None:
+    text = read(f"nvidia-smi-topo/{name}")
+    full = parsers.parse_nvidia_smi_topo(text)
+    for at in cuts(text):
+        assert same_or_unknown(parsers.parse_nvidia_smi_topo(text[:at]), full), at
+    for label, framed in framings(text):
+        if label != "nbsp":  # a no-break space inside "CPU Affinity" is read as a space too
+            assert parsers.parse_nvidia_smi_topo(framed) == full, label
