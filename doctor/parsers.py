@@ -271,6 +271,8 @@ _TABLE_STATS = re.compile(
     r"(?P<power>\d{1,5}(?:\.\d{1,3})?W|N/A|ERR!)\s*/\s*(?P<cap>\d{1,5}(?:\.\d{1,3})?W|N/A|ERR!)\s*\|"
     r"\s*(?:(?P<used>\d{1,9})MiB\s*/\s*(?P<total>\d{1,9})MiB\s*\|"
     r"(?:\s*(?P<util>\d{1,3}%|N/A|ERR!)\s)?)?")
+# R450+ third row of a GPU: "|                     |                      |             Disabled |" (the MIG M. column)
+_TABLE_MIG_MODE = re.compile(r"^\s*\|\s*(?:N/A\s*)?\|\s*(?:N/A\s*)?\|\s*(?P<mig>Enabled|Disabled|N/A)\s*\|\s*$")
 # MIG table: "|  1    3   0   0  |  14366MiB / 19968MiB | 28      0 |  2   0    1    0    0 |"
 _TABLE_MIG = re.compile(
     r"^\s*\|\s*(?P<gpu>\d{1,3})\s+(?P<gi>\d{1,3})\s+(?P<ci>\d{1,3})\s+(?P<mig>\d{1,3})\s+\|"
@@ -354,6 +356,7 @@ def parse_nvidia_smi_text(text: str) -> dict[str, Any]:
 def _read_table(lines: list[str], result: dict[str, Any]) -> None:
     gpus: list[dict[str, Any]] = result["gpus"]
     last: dict[str, Any] | None = None
+    mig_of: dict[str, Any] | None = None  # the GPU whose MIG M. row may come next
     section = "gpus"
     for line in lines:
         low = line.lower()
@@ -375,8 +378,13 @@ def _read_table(lines: list[str], result: dict[str, Any]) -> None:
                 last["persistence_mode"] = mode == "On"
             gpus.append(last)
             continue
+        mm = _TABLE_MIG_MODE.match(line) if mig_of is not None else None
+        if mm and mig_of is not None:
+            mig_of["mig_mode"] = _flag(mm.group("mig"))
+        mig_of = None
         s = _TABLE_STATS.match(line) if section == "gpus" and last is not None else None
         if s and last is not None:
+            mig_of = last
             temp, power, cap = _cell(s.group("temp"), "C"), _cell(s.group("power"), "W"), _cell(s.group("cap"), "W")
             last["temperature_c"] = int(temp) if temp else None
             last["power_draw_w"] = float(power) if power else None

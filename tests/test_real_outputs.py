@@ -402,3 +402,14 @@ def test_topo_cut_short_reads_unknown_never_wrong(name: str) -> None:
     for label, framed in framings(text):
         if label != "nbsp":  # a no-break space inside "CPU Affinity" is read as a space too
             assert parsers.parse_nvidia_smi_topo(framed) == full, label
+
+
+@pytest.mark.parametrize(("cell", "expected"), [("N/A", None), ("Enabled", True), ("Disabled", False)])
+def test_smi_table_mig_mode_column(cell: str, expected: bool | None) -> None:
+    # The real R535 table (WSL, GTX 1650) says N/A; Enabled/Disabled are what a data-center GPU shows in the
+    # same cell, written into that row here.
+    text = read("nvidia-smi-text/wsl-11277-smi-535.103-driver-537.13-gtx1650.txt")
+    row = "|                                         |                      |                  N/A |"
+    assert row in text
+    text = text.replace(row, row[: -len(cell) - 2] + cell + " |")
+    assert parsers.parse_nvidia_smi_text(text)["gpus"][0]["mig_mode"] is expected
