@@ -10,18 +10,9 @@ import re
 from collections.abc import Iterator
 
 from doctor import beliefs
+from doctor.beliefs import runtimes
 from doctor.checks.common import ev, finding, label, ok
-from doctor.matrix import (
-    Matrix,
-    Row,
-    Verdict,
-    branch,
-    current,
-    driver_meets,
-    driver_runs_cuda,
-    major_minor,
-    vtuple,
-)
+from doctor.matrix import Matrix, Row, Verdict, branch, cuda_in, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv
 from doctor.model.findings import Evidence, Finding, value_text
 from doctor.model.intents import (
@@ -33,11 +24,11 @@ from doctor.model.intents import (
     ReinstallFramework,
 )
 from doctor.queries import driver_floor
-from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 
 
 def _matrix(ctx: Context) -> Matrix:
-    return ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+    return matrix_of(ctx)
 
 
 def row_evidence(rows: list[Row], what: str = "compat") -> list[Evidence]:
@@ -52,7 +43,7 @@ def row_evidence(rows: list[Row], what: str = "compat") -> list[Evidence]:
 
 
 def _driver(facts: Facts) -> str | None:
-    return facts.driver.kernel_module or facts.driver.userspace
+    return beliefs.driver_version(facts)
 
 
 def _gpus(facts: Facts) -> list[Gpu]:
@@ -65,24 +56,6 @@ def _segment(m: Matrix, facts: Facts) -> str | None:
     if not segs or None in segs:
         return None
     return "consumer" if "consumer" in segs else segs[0]
-
-
-def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
-    """(who, cuda version, kind) for every CUDA runtime on the machine: toolkits and framework builds."""
-    out = [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
-           for t in facts.toolkits if t.version and t.source != "pip"]
-    # The pip nvidia-cuda-nvcc wheel is the ptxas XLA (jax[cuda12]) and Triton compile with: a compiler like a
-    # toolkit's, judged the same way (a ptxas newer than the driver's CUDA emits code the driver cannot load).
-    out += [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
-            for t in facts.toolkits if t.version and t.source == "pip" and t.nvcc_version]
-    for env in facts.python_envs:
-        for p in env.packages:
-            if p.cpu_only or not p.cuda:
-                continue
-            if p.name in ("torch", "tensorflow", "tf-nightly", "jaxlib", "jax") or p.name.startswith("cupy"):
-                cuda = p.cuda if "." in p.cuda else f"{p.cuda}.0"
-                out.append((label(p), cuda, "framework"))
-    return out
 
 
 def _verdict(m: Matrix, facts: Facts, cuda: str) -> Verdict:
@@ -365,6 +338,8 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
         done = True
         for g in gpus:
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
+            if not cc:
+                continue  # never: the GPUs were chosen for a known compute capability
             evidence = [_cc_evidence(g, cc),
                         Evidence("python_envs.packages",
                                  f"{label(pkg)} arch list {value_text(sass)}, PTX {value_text(ptx)}",
@@ -552,9 +527,9 @@ def _loaded_cudnn(facts: Facts, env: PythonEnv, p: PyPackage) -> tuple[str | Non
     wheel = next((q for q in env.packages if re.fullmatch(r"nvidia-cudnn(?:-cu\d+)?", q.name)), None)
     if wheel and wheel.version:
         return wheel.version, f"{wheel.name} in {env.executable}"
-    lib = facts.loader.libcudnn
-    if lib and lib.version:
-        return lib.version, lib.path
+    system = facts.loader.libcudnn
+    if system and system.version:
+        return system.version, system.path
     return None, None
 
 
@@ -655,8 +630,6 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
 
 @check("cudnn.cuda_mismatch", "cuDNN", "Each system cuDNN supports the installed CUDA toolkit.", static=True)
 def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    from doctor.matrix import cuda_in
-
     m = _matrix(ctx)
     system = [c for c in facts.cudnn if c.source in ("header", "library") and c.version]
     toolkits = [t for t in facts.toolkits if t.version and t.source != "pip"]
@@ -755,9 +728,9 @@ def libs_shadowed(facts: Facts, ctx: Context) -> Iterator[Finding]:
             problems.append(("libnvJitLink", older, "an older CUDA of the same major on LD_LIBRARY_PATH"))
         evidence = [ev(facts, "env.LD_LIBRARY_PATH"), *[Evidence("python_envs.packages", f"{w.name} {w.version}")
                                                        for w in wheels.values() if w]]
-        if problems and problems[0][0] == "libcudnn_sub":
+        wheel = wheels["libcudnn"]
+        if problems and problems[0][0] == "libcudnn_sub" and wheel is not None:  # a sub-library problem has a wheel
             _lib, path, how = problems[0]
-            wheel = wheels["libcudnn"]
             yield finding(
                 "framework.libs_shadowed", "warn",
                 f"A system cuDNN on LD_LIBRARY_PATH ({path}) will be mixed with the {wheel.name} {wheel.version} wheel "

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import driver_installed, ev, finding, frameworks, gpu_present, label, ok, probed
+from doctor.matrix import Matrix, driver_runs_cuda, vtuple
 from doctor.model.facts import Facts, Gpu
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.model.intents import InstallContainerToolkit, ReinstallFramework, UnsetEnvVar
@@ -80,18 +81,15 @@ def _gpu_intent(facts: Facts) -> str | None:
 def _torch_variant_for(facts: Facts, ctx: Context, version: str | None) -> tuple[str, str] | None:
     """(CUDA variant, why) of this torch release that suits the machine: the newest variant the driver
     runs and whose arch list covers the GPUs; with nothing known, the release's default CUDA."""
-    from doctor.matrix import Matrix, driver_runs_cuda, vtuple
-
     m = ctx.matrix
     if not isinstance(m, Matrix):
         return None
     row = m.torch(version)
     if not row or not row.get("variant"):
         return None
-    drv = facts.driver.kernel_module or facts.driver.userspace
-    ccs = [g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
-           for g in facts.gpus if g.source != "pci"]
-    ccs = [c for c in ccs if c]
+    drv = beliefs.driver_version(facts)
+    ccs: list[str] = [c for c in (g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
+                                  for g in facts.gpus if g.source != "pci") if c]
     for var in sorted(row["variant"], key=lambda v: vtuple(v["cuda"]), reverse=True):
         if drv and not driver_runs_cuda(m, drv, var["cuda"]).ok:
             continue
@@ -408,8 +406,6 @@ def wsl_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
 @check("framework.cuda_unavailable", "Python & frameworks",
        "Each CUDA build of a framework sees the GPU (torch.cuda.is_available() / its device list).")
 def cuda_unavailable(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    from doctor.matrix import Matrix, driver_runs_cuda
-
     asked = [(exe, p) for exe, p in frameworks(facts) if p.deep and p.deep.is_available is not None]
     if not asked:
         raise NotApplicable("no framework was asked whether it sees a GPU (only with --deep, or from a "
