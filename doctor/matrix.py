@@ -131,6 +131,8 @@ class Matrix:
         """
         key = "windows_min_driver" if windows else "linux_min_driver"
         rows = [r for r in self.toolkit_rows(cuda) if r.get(key)]
+        if not rows and len(vtuple(cuda)) > 2:  # a patch release the table lacks: its major.minor's floor
+            rows = [r for r in self.toolkit_rows(major_minor(cuda) or "") if r.get(key)]
         return min(rows, key=lambda r: vtuple(r[key]), default=None)
 
     def mvc(self, cuda_major: int) -> Row | None:

@@ -167,14 +167,14 @@ def judged(events: Iterable[Event], matrix: Matrix | None = None) -> Iterator[Ev
 
 
 def check(facts: Facts, matrix: Matrix, checks: list[Check] | None = None, static: bool = False,
-          requirements: list[Any] | None = None, image: Any = None) -> Report:
+          requirements: list[Any] | None = None, image: Any = None, cpu: bool = False) -> Report:
     """`gpu-doctor check`'s report: the selected checks (with ``static``, only those that judge an image's
     own consistency), planned; then the --require gates; then, for a Dockerfile, each finding's line."""
     from dataclasses import replace
 
     from doctor.registry import Context
 
-    ctx = Context(matrix=matrix, options={"static": static})
+    ctx = Context(matrix=matrix, options={"static": static, "cpu": cpu})  # cpu: an image meant for CPUs
     if static:
         from doctor.checks import REGISTRY
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.beliefs import runtimes
+from doctor.checks import require_cuda as rc
 from doctor.checks.common import ev, finding, label, ok
 from doctor.matrix import Matrix, Row, Verdict, branch, cuda_in, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv
@@ -783,7 +784,10 @@ def min_host_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise NotApplicable("only with --static (an image build, judged without its future host)")
     m = _matrix(ctx)
     items = runtimes(facts)
-    if not items:
+    req = None if rc.disabled(facts.env.get("NVIDIA_DISABLE_REQUIRE")) else rc.parse(
+        facts.env.get("NVIDIA_REQUIRE_CUDA"))
+    req_row = rc.cuda_floor(m, req) if req else None
+    if not items and not req_row:
         raise NotApplicable("no CUDA runtime in the image (no toolkit, no CUDA build of a framework)")
     native: list[tuple[str, Row]] = []
     floor: list[tuple[str, Row]] = []
@@ -794,20 +798,41 @@ def min_host_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
         native.append((who, need))
         mvc = m.mvc(vtuple(cuda)[0])
         floor.append((who, mvc if mvc and mvc.get("linux_min_driver") else need))
+    if req and req_row:  # the runtime refuses a container below this driver, whatever the libraries could do
+        who = f"NVIDIA_REQUIRE_CUDA (cuda>={req.cuda})"
+        native.append((who, req_row))
+        floor.append((who, req_row))
     top_native = max(native, key=lambda x: vtuple(x[1]["linux_min_driver"]))
     top_floor = max(floor, key=lambda x: vtuple(x[1]["linux_min_driver"]))
     compat = [p.name for p in facts.driver.packages if p.name.startswith("cuda-compat")]
-    detail = (f"{top_native[0]} needs driver ≥ {top_native[1]['linux_min_driver']} for full support; by "
-              f"minor-version compatibility it runs on ≥ {top_floor[1]['linux_min_driver']} (no JIT of newer PTX).")
+    low, high = top_floor[1]["linux_min_driver"], top_native[1]["linux_min_driver"]
+    if top_floor[0].startswith("NVIDIA_REQUIRE_CUDA"):
+        detail = (f"The image's NVIDIA_REQUIRE_CUDA (cuda>={req.cuda}) makes the NVIDIA container runtime refuse "  # type: ignore[union-attr]
+                  f"to start it on a driver older than CUDA {req.cuda}'s ({low}), whatever minor-version "  # type: ignore[union-attr]
+                  "compatibility could do.")
+        branches = rc.branches_text(req) if req else ""
+        if branches:
+            detail += f" Its exceptions also start it on {branches}."
+        elif facts.sources.get("require_cuda"):
+            detail += f" {facts.sources['require_cuda']}."
+    else:
+        detail = (f"{top_native[0]} needs driver ≥ {high} for full support; by minor-version compatibility it runs "
+                  f"on ≥ {low} (no JIT of newer PTX).")
     if compat:
         detail += (f" The image carries {', '.join(compat)}: on data-center GPUs with a supported driver branch, "
                    "forward compatibility lowers this further.")
-    yield finding("image.min_host_driver", "info",
-                  f"This image needs a host driver ≥ {top_floor[1]['linux_min_driver']} "
-                  f"(≥ {top_native[1]['linux_min_driver']} for full support)",
-                  detail, [Evidence("runtime", f"{w}") for w, _c, _k in items]
-                  + row_evidence([top_native[1], top_floor[1]]),
-                  fix=None)
+    title = f"This image needs a host driver ≥ {low}" + (f" (≥ {high} for full support)" if high != low else "")
+    if req and req.exceptions and top_floor[0].startswith("NVIDIA_REQUIRE_CUDA"):
+        consumer = any(s & rc.SEGMENT_BRANDS["consumer"] for _b, s in req.exceptions)
+        names = [str(b) for b, _s in req.exceptions]
+        listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+        title += (f", or a {listed} driver" + (" for the GPU brands it lists" if consumer else
+                                               " on data-center GPUs (not GeForce or TITAN)"))
+    evidence = [Evidence("runtime", f"{w}") for w, _c, _k in items] + row_evidence([top_native[1], top_floor[1]])
+    if req:
+        evidence.insert(0, ev(facts, "env.NVIDIA_REQUIRE_CUDA", req.text if len(req.text) < 160 else
+                              req.text[:157] + "…", "env"))
+    yield finding("image.min_host_driver", "info", title, detail, evidence, fix=None)
 
 
 CHECKS_IMAGE = [min_host_driver]

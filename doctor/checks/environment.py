@@ -33,7 +33,8 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise Skip("whether the installed frameworks are CPU or GPU builds is unknown (their build files were "
                    "not readable)")
     # An image checked with --static is built for GPUs: a CPU-only build there is the bug.
-    gpu_expected = gpu_present(facts) or driver_installed(facts) or bool(ctx.options.get("static"))
+    cpu_image = bool(ctx.options.get("cpu"))
+    gpu_expected = gpu_present(facts) or driver_installed(facts) or bool(ctx.options.get("static") and not cpu_image)
     for exe, pkg in fw:
         if pkg.cpu_only is None:
             continue
@@ -43,6 +44,10 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      + (f" (CUDA {pkg.cuda})" if pkg.cuda else ""), *evidence)
             continue
         static = bool(ctx.options.get("static"))
+        if static and cpu_image:
+            yield ok("framework.cpu_only_build", f"{label(pkg)} is a CPU build, as an image meant for CPUs should have "
+                     f"({facts.sources.get('cpu_image') or '--cpu'})", *evidence)
+            continue
         # No GPU and no driver seen, but a CUDA toolkit installed: someone meant this machine for GPU work.
         # (A machine shown to have no NVIDIA GPU at all is not one: the CPU build is the right build there.)
         no_gpu = beliefs.of(facts).no_nvidia_gpu.yes

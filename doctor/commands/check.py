@@ -44,6 +44,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                           help="with --dockerfile: a build argument, as for `docker build` (repeatable)")
         gate.add_argument("--context", metavar="DIR", help="with --dockerfile: the build context requirements files "
                           "and projects are read from, as `docker build DIR` (default: the Dockerfile's directory)")
+        gate.add_argument("--cpu", action="store_true",
+                          help="with --static/--dockerfile: the image is meant for CPUs: CPU builds of the frameworks "
+                          "are right, and it is ready without CUDA (an image can say so itself with "
+                          "LABEL gpu-doctor.cpu=true)")
         gate.add_argument("--target-gpu", metavar="NAME", help='with --static: the GPU the image will run on '
                           '(e.g. "H100 80GB HBM3"), for the arch checks')
         gate.add_argument("--target-cc", metavar="X.Y", help="with --static: the compute capability instead of a name")
@@ -201,10 +205,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     from doctor.matrix import current
 
     matrix = current()
+    cpu = bool(args.static and (getattr(args, "cpu", False) or facts.sources.get("cpu_image")))
     if args.static:
         facts = static_view(facts, matrix, args.host_driver, args.target_gpu, args.target_cc)
-    report = pipeline.check(facts, matrix, checks=selected, static=args.static, requirements=requirements,
-                            image=image)
+        if cpu and not facts.sources.get("cpu_image"):  # the report says why a CPU build is right here
+            from dataclasses import replace
+
+            facts = replace(facts, sources={**facts.sources, "cpu_image": "--cpu"})
+    report = pipeline.check(facts, matrix, checks=selected, static=args.static,  # type: ignore[arg-type]
+                            requirements=requirements, image=image, cpu=cpu)
     fmt = "json" if args.json else (args.format or "text")
     elapsed = time.monotonic() - started
     if getattr(args, "output", None):
@@ -253,8 +262,9 @@ def facts_to_check(args: argparse.Namespace) -> tuple[Any, Any]:
     image = dockerfile_image(args) if getattr(args, "dockerfile", None) else None
     if image is not None:
         args.static = True
-    if not args.static and (args.target_gpu or args.target_cc or args.host_driver):
-        raise UsageError("--target-gpu, --target-cc and --host-driver describe an image's future host: add --static")
+    if not args.static and (args.target_gpu or args.target_cc or args.host_driver or getattr(args, "cpu", False)):
+        raise UsageError("--target-gpu, --target-cc, --host-driver and --cpu describe an image's future host: add "
+                         "--static")
     if image is not None:
         return image, image.facts
     if args.collect_env:

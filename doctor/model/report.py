@@ -47,9 +47,10 @@ class Report:
     def has_evidence(self) -> bool:
         """A verdict needs evidence: some check about the driver, the GPUs or the frameworks concluded
         something (ok, info, warn or fail). A report that says nothing is not "ready"."""
+        if self.mode == "static":  # an image: ready only when its CUDA or a framework was learned, or it is for CPUs
+            return static_evidence(self.facts)
         return any(f.area not in CONTEXT_AREAS and f.code != "doctor.check_crashed"
-                   and (f.code, f.severity) not in NOT_GPU_EVIDENCE for f in self.findings) \
-            or self.mode == "static"
+                   and (f.code, f.severity) not in NOT_GPU_EVIDENCE for f in self.findings)
 
     @property
     def status(self) -> str:
@@ -109,3 +110,15 @@ def generate_report_schema() -> dict[str, Any]:
         "required": ["schema", "status", "matrix", "findings", "checks", "facts"],
         "$defs": dict(sorted(defs.items())),
     }
+
+
+FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib", "paddlepaddle-gpu", "mxnet")
+
+
+def static_evidence(facts: Facts) -> bool:
+    """Was anything learned of an image's GPU stack: a CUDA toolkit's version, a framework whose build (CUDA or
+    CPU) is known, a CUDA library wheel; or is the image meant for CPUs (--cpu, LABEL gpu-doctor.cpu=true)?"""
+    if facts.sources.get("cpu_image") or any(t.version for t in facts.toolkits):
+        return True
+    return any((p.name in FRAMEWORKS or p.name.startswith(("cupy-cuda", "nvidia-cuda-runtime")))
+               and (p.cuda or p.cpu_only is not None) for e in facts.python_envs for p in e.packages)
