@@ -317,7 +317,7 @@ def test_the_wheels_install_offline_and_the_whole_run_ends_with_its_summary(tmp_
     wheels = tmp_path / "wheels"
     build = subprocess.run([str(ROOT / "scripts" / "build-gpu-wheels"), str(wheels)], capture_output=True,
                            text=True, timeout=600, check=False)
-    if build.returncode != 0 and "pypi" in build.stderr.lower():
+    if build.returncode != 0 and ("NewConnectionError" in build.stderr or "Network is unreachable" in build.stderr):
         pytest.skip(f"PyPI is not reachable: {build.stderr.strip().splitlines()[-1]}")
     assert build.returncode == 0, build.stderr
     size = sum(p.stat().st_size for p in wheels.iterdir())
