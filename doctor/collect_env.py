@@ -751,10 +751,8 @@ class _Pasted:
             label = "nvidia-smi table"
         else:
             label = "nvidia-smi -L"
-        jax = parse_jax_environment_info(text)
-        if "$ nvidia-smi" in text and not re.search(r"^\s*jax(lib)?\s*:", text, re.MULTILINE):
-            jax = parse_jax_environment_info("")
-        return cls(smi=smi, smi_label=label, device_query=parse_device_query(text), jax=jax)
+        return cls(smi=smi, smi_label=label, device_query=parse_device_query(text),
+                   jax=parse_jax_environment_info(text))
 
     def any(self) -> bool:
         return bool(self.smi["driver_version"] or self.smi["gpus"] or self.device_query["devices"]
