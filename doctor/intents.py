@@ -70,6 +70,7 @@ class InstallDriverBranch(Intent):
     gpu: str | None = None
     last_branch: int | None = None
     flavor: str | None = None
+    supported: bool = False  # the need is only "a supported branch": met by a driver step planned for another need
 
 
 @dataclass(frozen=True)
