@@ -18,12 +18,13 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor import beliefs
 from doctor import intents as it
 from doctor.facts import Facts, PythonEnv
 from doctor.findings import Finding, Fix, FixStep
 from doctor.matrix import Matrix, branch, major_minor, vtuple
 from doctor.platforms import infer as _infer_platform
-from doctor.platforms import tegra_board
+from doctor.platforms import kernel_headers_packaged, tegra_board
 
 PLAN_SCHEMA = "gpu-doctor.fixplan/v1"
 # NVIDIA's open GPU kernel modules ship from R515 on ("available from R515", the Turing row of gpus.toml).
@@ -51,6 +52,7 @@ class InstallDriver(Action):
     server: bool = False  # a data-center GPU: distributions' -server driver flavour where they have one
     max_branch: int | None = None  # the GPU architecture's last supported branch (legacy GPUs)
     open_required: bool = False  # the architecture works only with the open kernel module (Blackwell)
+    headers: bool | None = None  # False: the distribution has no headers package for ``kernel`` (a custom kernel)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class LoadModule(Action):
 @dataclass(frozen=True)
 class RebuildDkms(Action):
     kernel: str
+    headers: bool | None = None  # False: the distribution has no headers package for ``kernel`` (a custom kernel)
 
 
 @dataclass(frozen=True)
@@ -206,8 +209,8 @@ class PlanError(ValueError):
 # --- building it: intents + facts + matrix → one plan ---------------------------------------------
 
 ENGINES = ("docker", "podman", "containerd", "cri-o")
-_ORDER = ("nouveau", "driver", "dkms", "module", "mismatch", "compat", "toolkit", "cudnn", "container", "env",
-          "torch", "tensorflow", "jax", "manual")
+_ORDER = ("blocker", "nouveau", "driver", "dkms", "module", "mismatch", "compat", "toolkit", "cudnn", "container",
+          "env", "torch", "tensorflow", "jax", "manual")
 
 
 def build_plan(facts: Facts, findings: list[Finding], m: Matrix, opts: Options | None = None) -> FixPlan:
@@ -276,6 +279,7 @@ class _Planner:
         self._frameworks(by[it.ReinstallFramework])
         for n, f in unplanned:
             self._unplanned(n, f)
+        self._blocker(by[it.AttachGpu])
         d = self.facts.driver
         env = _framework_env(self.facts)
         return FixPlan(os_id=self.facts.host.os_id, os_version=self.facts.host.os_version,
@@ -287,6 +291,21 @@ class _Planner:
                        if env and env.origin == "CONDA_PREFIX" else None,
                        gpu_visible=bool([g for g in self.facts.gpus if g.source != "pci"])
                        and d.module_loaded is not False)
+
+    def _blocker(self, wants: list[tuple[int, Finding, Any]]) -> None:
+        """No NVIDIA GPU on the PCI bus: that is the first step, before any driver or framework step can matter."""
+        if beliefs.of(self.facts).gpu_on_bus.value is not False or not (wants or self.steps):
+            return
+        who = [(n, f) for n, f, _i in wants]
+        where = " Inside a container: start it on a GPU host with the GPU requested (docker run --gpus all)." \
+            if self.facts.host.container else ""
+        self.add(PlanStep("blocker", sorted({f.code for _n, f in who}) or ["no-gpu"],
+                          "First attach an NVIDIA GPU: the PCI bus lists none, so no driver, toolkit or framework "
+                          "step below can make CUDA work until one is there",
+                          [Manual("Attach a GPU (the instance type, PCI passthrough, or the card's seating and power); "
+                                  "the steps below apply once `lspci -nn | grep -i nvidia` lists it." + where,
+                                  ["lspci -nn | grep -i nvidia"])],
+                          _verify(who) or ["gpu-doctor", "check"], root=False, findings=[n for n, _f in who]))
 
     def _unplanned(self, n: int, f: Finding) -> None:
         system = [i for i in f.intents if not self.feasible(i)]
@@ -375,11 +394,24 @@ class _Planner:
             ": " + "; ".join(dict.fromkeys(reasons)) if reasons else "")
         action = InstallDriver(target, flavor, facts.driver.running_kernel, floor,
                                (row or {}).get("segment") == "datacenter", last,
-                               flavor == "open" and any(_open_required(m, g) for g in facts.gpus))
+                               flavor == "open" and any(_open_required(m, g) for g in facts.gpus),
+                               self._headers(facts.driver.running_kernel))
         self.add(PlanStep("driver", sorted({f.code for _n, f in [*who, *lifecycle]}) or ["--target-driver"], why,
                           [action, Reboot(f"the new {target} kernel module loads at boot")],
                           _verify([*who, *lifecycle]) or ["gpu-doctor", "check"], risk="reboot",
                           findings=sorted({n for n, _f in [*who, *lifecycle]})))
+
+    def _headers(self, kernel: str | None) -> bool | None:
+        """Whether the distribution packages headers for ``kernel``; a kernel it cannot have is said once."""
+        ok = kernel_headers_packaged(self.facts.host.os_id, kernel)
+        if ok is False:
+            note = (f"The running kernel {kernel} is not one {self.facts.host.os_pretty or self.facts.host.os_id} "
+                    "packages (a custom or cloud vendor's kernel): no headers package exists for it, so DKMS can only "
+                    "build the nvidia module with the headers that kernel was built with (install them by hand), or "
+                    "after booting a distribution kernel.")
+            if note not in self.notes:
+                self.notes.append(note)
+        return ok
 
     def _today(self) -> _dt.date:
         try:
@@ -482,7 +514,7 @@ class _Planner:
                               [BlacklistNouveau(), Reboot("nouveau leaves only at the next boot")],
                               _verify([(n, f)]), risk="reboot", findings=[n]))
         for n, f, i in by[it.RebuildDkms]:
-            actions: list[Action] = [RebuildDkms(i.kernel)]
+            actions: list[Action] = [RebuildDkms(i.kernel, self._headers(i.kernel))]
             self.add(PlanStep("dkms", [f.code], f"No nvidia module is built for kernel {i.kernel}: install its "
                               "headers and rebuild with DKMS", actions, _verify([(n, f)]), findings=[n]))
             if i.load:
@@ -603,7 +635,7 @@ class _Planner:
             # A build the installed driver runs first: the step then stands on its own, whatever is done with
             # the driver step. Only when none fits does the torch step count on the planned driver.
             current = self.torch_needs(env, want=opts.want, prefer=keep, planned=False)
-            if not self._gpu_driver_blocker(current.driver) and current.driver:
+            if not self._gpu_driver_blocker(current.driver) and (current.driver or current.driver_cuda):
                 pick = pick_torch(m, current)
             if not pick.get("possible") and not blocker:
                 pick = pick_torch(m, needs)
@@ -677,10 +709,13 @@ class _Planner:
         compat = tuple(p.name for p in facts.driver.packages if p.name.startswith("cuda-compat"))
         if planned and "cuda_compat" in self.targets:
             compat = (*compat, self.targets["cuda_compat"])
+        # A driver whose version is unknown still tells its CUDA level (nvidia-smi's "CUDA Version",
+        # cuDriverGetVersion, torch's "found version"): no build is picked that needs more than that.
+        level = None if drv else major_minor(beliefs.of(facts).driver_cuda.value)
         return TorchNeeds(ccs=ccs, driver=drv, segment=segment, python=_py(env.version) if env else None,
                           platform=platform(facts, m), want=want, prefer=prefer,
                           forward_compat=not self.opts.python_only, compat_packages=compat,
-                          windows_driver=_windows_driver(facts))
+                          windows_driver=_windows_driver(facts), driver_cuda=level)
 
     def _tf_or_jax(self, family: str, exe: str, items: list[tuple[int, Finding, it.ReinstallFramework]]) -> None:
         facts, m = self.facts, self.m
@@ -796,7 +831,7 @@ def fix_for(plan: FixPlan, index: int) -> Fix | None:
 _VERBATIM: dict[type, tuple[type, ...]] = {
     it.BlacklistNouveau: (BlacklistNouveau,), it.LoadModule: (LoadModule,), it.RebuildDkms: (RebuildDkms,),
     it.ReloadDriver: (HoldPackages, Reboot), it.InstallContainerToolkit: (InstallContainerToolkit,),
-    it.UnsetEnvVar: (Manual,),
+    it.UnsetEnvVar: (Manual,), it.AttachGpu: (Manual,),
 }
 
 

@@ -74,6 +74,15 @@ class InstallDriverBranch(Intent):
 
 
 @dataclass(frozen=True)
+class AttachGpu(Intent):
+    """No NVIDIA GPU on the PCI bus: nothing else can help until one is attached (the plan's first step)."""
+
+    @property
+    def python_only(self) -> bool:
+        return True  # a person's step, in every format
+
+
+@dataclass(frozen=True)
 class InstallCudaCompat(Intent):
     package: str  # cuda-compat-13-0
     cuda: str
@@ -151,7 +160,7 @@ class OnlyIfWanted(Intent):
 
 INTENTS: tuple[type[Intent], ...] = (ReinstallFramework, InstallDriverBranch, InstallCudaCompat, LoadModule,
                                      RebuildDkms, BlacklistNouveau, ReloadDriver, InstallToolkit, InstallCudnn,
-                                     InstallContainerToolkit, UnsetEnvVar, Manual, OnlyIfWanted)
+                                     InstallContainerToolkit, UnsetEnvVar, Manual, OnlyIfWanted, AttachGpu)
 
 
 def from_dict(data: dict[str, Any]) -> Intent | None:

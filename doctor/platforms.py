@@ -8,6 +8,7 @@ with JetPack); otherwise a Tegra kernel, then the host's architecture, then the 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "jetson", "windows", "macos")
@@ -66,3 +67,25 @@ def for_gpus(m: Any, names: list[str], asked: str | None) -> str:
         name = next(n for n, p in implied if p == plat)
         raise ValueError(f"{name} runs only on {plat}, not {asked}")
     return plat
+
+
+# How each distribution family names its own kernels' header packages: a running kernel outside these names (a
+# custom build, a cloud vendor's or WSL's kernel, an Amazon Linux kernel on Debian) has no headers package there.
+_PACKAGED_KERNEL = {
+    # Ubuntu: ABI-numbered flavours (5.15.0-105-generic, 6.8.0-1015-aws, 6.5.0-1024-oem)
+    "ubuntu": r"\d+\.\d+\.\d+-\d+-[a-z][a-z0-9-]*",
+    # Debian: 6.1.0-27-amd64, 6.1.0-27-cloud-amd64, 6.12.12+bpo-amd64, 6.1.0-27-rt-arm64
+    "debian": r"\d+\.\d+\.\d+(-\d+|\+bpo)(\+deb\d+)?-(cloud-|rt-)?(amd64|arm64|686(-pae)?|armmp(-lpae)?|ppc64el|s390x)",
+    # RHEL and rebuilds: 5.14.0-427.13.1.el9_4.x86_64
+    "rhel": r"\d+\.\d+\.\d+-[\d.]+\.el\d+(_\d+)?\.(x86_64|aarch64|ppc64le|s390x)",
+}
+_FAMILY = {"ubuntu": "ubuntu", "debian": "debian", "rhel": "rhel", "rocky": "rhel", "almalinux": "rhel",
+           "centos": "rhel", "ol": "rhel"}
+
+
+def kernel_headers_packaged(os_id: str | None, kernel: str | None) -> bool | None:
+    """Can the distribution's package manager have headers for this running kernel? None when unknown."""
+    family = _FAMILY.get((os_id or "").lower())
+    if not family or not kernel:
+        return None
+    return re.fullmatch(_PACKAGED_KERNEL[family], kernel) is not None

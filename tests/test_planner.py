@@ -205,11 +205,13 @@ def test_container_driver_needs_are_the_hosts_and_torch_takes_the_python_route()
 
 GPU_ROWS = [g for g in GPUS["gpu"] if g.get("compute_capability")]
 ARCH = {a["name"]: a for a in GPUS["architecture"]}
+CUDNN = toml("cudnn")["cudnn"]
 DRIVERS = sorted({r["linux_min_driver"] for r in CUDA["toolkit"] if r.get("linux_min_driver")}
                  | {r["linux_min_driver"] for r in CUDA["minor_version_compat"]}
                  | {"450.80.02", "470.256.02", "535.104.05", "550.90.07", "570.124.04", "575.57.08", "580.65.06"},
                  key=vtuple)
 PYTHONS = ["3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
+COLLECTED = (2026, 11)  # healthy_facts().collected_at: the day every lifecycle question is asked
 
 
 def _arch(gpu: dict) -> dict:
@@ -229,54 +231,68 @@ def _floor(cuda: str) -> tuple[int, ...] | None:
     return vtuple(row["linux_min_driver"]) if row else None
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(gpu=st.sampled_from(GPU_ROWS), driver=st.sampled_from(DRIVERS), python=st.sampled_from(PYTHONS),
-       platform=st.sampled_from(["linux-x86_64", "linux-x86_64", "linux-x86_64", "linux-aarch64", "jetson", "windows",
-                                 "macos"]))
-def test_every_recommendation_meets_every_constraint(gpu: dict, driver: str, python: str, platform: str) -> None:
-    p = queries.plan(M, gpu["name"], driver, None, python, platform=platform)
-    if not p["possible"]:
-        return
-    assert platform == "linux-x86_64"  # no CUDA wheel is recommended where the matrix describes none
-    row = next(r for r in TORCH if r["version"] == p["torch"])
-    var = next(v for v in row["variant"] if v["cuda"] == p["cuda"])
-    # Python: wheels exist for it
-    assert Version(python) in SpecifierSet(row.get("python_wheels") or row["python"])
-    # every GPU's arch: SASS of the same major at or below it, or PTX at or below it
-    cc = vtuple(gpu["compute_capability"])
-    sass = [vtuple(s) for s in var["arch_list"]]
-    assert any(s[:1] == cc[:1] and s <= cc for s in sass) or (var.get("ptx") and vtuple(var["ptx"]) <= cc)
-    # the GPU is driven by this driver at all
-    arch = _arch(gpu)
-    d = vtuple(driver)
-    first = (arch.get("first_driver_by_cc") or {}).get(gpu["compute_capability"]) or arch.get("first_driver")
-    if first:
-        assert d >= vtuple(first)
-    if arch.get("last_driver_branch"):
-        assert d[0] <= int(arch["last_driver_branch"])
-    # the driver runs the build's CUDA: natively, by minor-version compatibility, or with a compat package on a
-    # GPU whose segment forward compatibility supports
-    native, floor = _native_min(var["cuda"]), _floor(var["cuda"])
-    if p["rule"] == "forward-compat":
-        fc = next(r for r in CUDA["forward_compat"] if r["package"] == p["forward_compat"]["package"])
-        assert str(d[0]) in fc["driver_branches"] and gpu.get("segment") in CUDA["forward_compat_policy"]["segments"]
-    else:
-        assert (native and d >= native) or (floor and d >= floor)
+def _first_driver(gpu: dict) -> tuple[int, ...] | None:
+    """The oldest driver that knows this GPU: the architecture's (or its CC's) first driver, and no older than the
+    minimum driver of the first toolkit that targets its CC."""
+    arch, cc = _arch(gpu), gpu["compute_capability"]
+    first = (arch.get("first_driver_by_cc") or {}).get(cc) or arch.get("first_driver")
+    cuda = (arch.get("first_cuda_by_cc") or {}).get(cc)
+    need = _native_min(cuda) if cuda else None
+    out = [vtuple(x) for x in (first,) if x] + ([need] if need else [])
+    return max(out) if out else None
 
 
-def _meets(gpu: dict, driver: str, python: str, version: str, cuda: str, rule_compat: str | None) -> None:
-    """The build ``version`` cu``cuda`` meets every constraint of (gpu, driver, python), read from the TOML."""
+def _cudnn_min_cc(version: str) -> tuple[int, ...] | None:
+    """cuDNN's lowest CC, straight from cudnn.toml: the release's own, else the highest stated by an older release
+    of the same major (architectures are only ever dropped)."""
+    v = vtuple(version)[:3]
+    stated = [(vtuple(r["version"]), vtuple(r["min_compute_capability"])) for r in CUDNN
+              if r.get("min_compute_capability") and vtuple(r["version"])[:1] == v[:1]]
+    own = next((cc for ver, cc in stated
+                for r in CUDNN if vtuple(r["version"]) == ver
+                and ver <= v <= vtuple(r.get("last") or r["version"])), None)
+    older = [cc for ver, cc in stated if ver <= v]
+    return own or (max(older) if older else None)
+
+
+def _platform(gpu: dict, asked: str | None) -> str:
+    """The platform the answer must be for: what the GPU row implies, else what was asked, else x86_64."""
+    own = gpu.get("platform") or ("jetson" if gpu.get("segment") == "embedded" else None)
+    return own or asked or "linux-x86_64"
+
+
+def _branch_supported(b: int) -> bool:
+    row = next((r for r in CUDA["driver_branch"] if int(r["branch"]) == b), None)
+    if row is None or row.get("end_of_life") or not row.get("eol"):
+        return False
+    y, mo = (int(x) for x in row["eol"].split("-"))
+    return (y, mo) >= COLLECTED
+
+
+def _meets(gpu: dict, driver: str, python: str, version: str, cuda: str, rule_compat: str | None,
+           platform: str = "linux-x86_64") -> None:
+    """The build ``version`` cu``cuda`` meets every constraint of (gpu, driver, python, platform), read from the
+    TOML: wheels for the Python, SASS (or PTX) for the GPU in that platform's arch list, a bundled cuDNN that runs on
+    the GPU, a driver that knows the GPU and runs the build's CUDA."""
+    assert platform in ("linux-x86_64", "linux-aarch64")  # no CUDA wheel where the matrix describes none
     row = next(r for r in TORCH if r["version"] == version)
     var = next(v for v in row["variant"] if v["cuda"] == cuda)
     assert Version(python) in SpecifierSet(row.get("python_wheels") or row["python"])
     cc = vtuple(gpu["compute_capability"])
-    sass = [vtuple(s) for s in var["arch_list"]]
-    assert any(s[:1] == cc[:1] and s <= cc for s in sass) or (var.get("ptx") and vtuple(var["ptx"]) <= cc)
+    key = "arch_list_aarch64" if platform == "linux-aarch64" else "arch_list"
+    sass = [vtuple(s) for s in var[key]]
+    ptx = var.get("ptx") if key == "arch_list" else None
+    assert any(s[:1] == cc[:1] and s <= cc for s in sass) or (ptx and vtuple(ptx) <= cc)
+    if var.get("cudnn"):
+        low = _cudnn_min_cc(var["cudnn"])
+        assert low is None or cc >= low, (var["cudnn"], low)
     d = vtuple(driver)
-    arch = _arch(gpu)
-    first = (arch.get("first_driver_by_cc") or {}).get(gpu["compute_capability"]) or arch.get("first_driver")
+    first = _first_driver(gpu)
     if first:
-        assert d >= vtuple(first)[: len(d)]
+        assert d >= first[: len(d)]
+    arch = _arch(gpu)
+    if arch.get("last_driver_branch"):
+        assert d[0] <= int(arch["last_driver_branch"])
     if rule_compat:
         fc = next(r for r in CUDA["forward_compat"] if r["package"] == rule_compat)
         assert str(d[0]) in fc["driver_branches"] and gpu.get("segment") in CUDA["forward_compat_policy"]["segments"]
@@ -285,23 +301,56 @@ def _meets(gpu: dict, driver: str, python: str, version: str, cuda: str, rule_co
         assert (native and d >= native[: len(d)]) or (floor and d >= floor[: len(d)])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gpu=st.sampled_from(GPU_ROWS), driver=st.sampled_from(DRIVERS), python=st.sampled_from(PYTHONS),
+       platform=st.sampled_from([None, "linux-x86_64", "linux-x86_64", "linux-aarch64", "linux-aarch64", "jetson",
+                                 "windows", "macos"]))
+def test_every_recommendation_meets_every_constraint(gpu: dict, driver: str, python: str, platform: str | None) -> None:
+    try:
+        p = queries.plan(M, gpu["name"], driver, None, python, platform=platform)
+    except queries.QueryError as exc:
+        # only a platform that contradicts the GPU's own (a GH200 asked for x86_64)
+        assert platform and _platform(gpu, None) not in (platform, "linux-x86_64"), exc
+        return
+    if not p["possible"]:
+        return
+    want = _platform(gpu, platform)
+    assert p["platform"] == want
+    _meets(gpu, driver, python, p["torch"], p["cuda"],
+           p["forward_compat"]["package"] if p.get("forward_compat") else None, want)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gpu=st.sampled_from(GPU_ROWS), driver=st.sampled_from(DRIVERS), python=st.sampled_from(PYTHONS[1:]),
        arch=st.sampled_from(["x86_64", "x86_64", "aarch64"]))
 def test_every_planned_torch_build_meets_every_constraint(gpu: dict, driver: str, python: str, arch: str) -> None:
-    """The same property through the whole pipeline: facts → checks → intents → plan (a CPU build to replace)."""
+    """The same property through the whole pipeline: facts → checks → intents → plan (a CPU build to replace),
+    plus the driver step's lifecycle and module flavour, read from the TOML."""
     card = replace(H100, name=gpu["name"], compute_capability=gpu["compute_capability"])
     env = PythonEnv(executable="/venv/bin/python", version=f"{python}.1", origin="VIRTUAL_ENV",
                     packages=[PyPackage("torch", "2.5.1+cpu", cpu_only=True)])
     facts = make_facts(gpus=[card], driver__kernel_module=driver, driver__userspace=driver, toolkits=[],
                        python_envs=[env], host__arch=arch)
     plan = plan_of(facts)
-    torches = [a for a in plan.actions() if isinstance(a, ReinstallTorch)]
-    if arch != "x86_64":
-        assert not torches  # the matrix describes no aarch64 wheels: never a guess
-        return
     drivers = [a for a in plan.actions() if isinstance(a, InstallDriver)]
+    platform = _platform(gpu, "linux-aarch64" if arch == "aarch64" else None)
+    if platform == "jetson":
+        assert not drivers  # a Jetson's driver comes with JetPack, never a desktop branch
+    for d in drivers:
+        last = _arch(gpu).get("last_driver_branch")
+        # a supported branch, or an ended one only when it is the GPU's last (and the plan says so)
+        assert _branch_supported(d.branch) or (last and d.branch == int(last)), d.branch
+        if not _branch_supported(d.branch):
+            assert any(f"R{d.branch} is past NVIDIA's end of life" in n for n in plan.notes)
+        if d.flavor == "open":
+            assert d.branch >= 515 and _arch(gpu).get("open_kernel_module") is True
+        if _arch(gpu).get("open_kernel_module_required") or gpu.get("open_kernel_module_required"):
+            assert d.flavor == "open"
+    torches = [a for a in plan.actions() if isinstance(a, ReinstallTorch)]
+    if platform not in ("linux-x86_64", "linux-aarch64"):
+        assert not torches  # no PyPI wheel on a JetPack 4-6 board: never a guess
+        return
     planned = f"{drivers[0].branch}" if drivers else driver  # a planned branch: any release of it
     compat = [a.package for a in plan.actions() if isinstance(a, InstallCudaCompat)]
     for t in torches:
-        _meets(gpu, planned, python, t.version, t.cuda, compat[0] if compat and not drivers else None)
+        _meets(gpu, planned, python, t.version, t.cuda, compat[0] if compat and not drivers else None, platform)
