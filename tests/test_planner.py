@@ -201,6 +201,226 @@ def test_container_driver_needs_are_the_hosts_and_torch_takes_the_python_route()
     assert torch.cuda == "11.8"
 
 
+# --- platform: a constraint of the plan, inferred from the facts or given with --platform ------------------
+
+
+def test_an_arm_only_gpu_is_planned_from_the_aarch64_arch_lists_without_being_told() -> None:
+    p = queries.plan(M, "GH200", "580.65.06", None, "3.12")
+    assert p["platform"] == "linux-aarch64" and p["possible"]
+    var = M.torch_variant(p["torch"], p["cuda"])
+    assert "9.0" in var["arch_list_aarch64"] and p["source"] == var["arch_list_aarch64_source"]
+    assert "aarch64" in p["source"] and p["install"] == f"pip install torch=={p['torch']}"  # PyPI's aarch64 wheel
+
+
+def test_platform_linux_aarch64_is_a_constraint_not_a_refusal() -> None:
+    p = queries.plan(M, "A100", "580.65.06", None, "3.12", platform="linux-aarch64")
+    assert p["possible"] and p["platform"] == "linux-aarch64"
+    assert "8.0" in M.torch_variant(p["torch"], p["cuda"])["arch_list_aarch64"]
+    # 2.5.1's aarch64 build carries sm_90 only: an A100 never gets it, though the x86_64 one has sm_80
+    old = queries.plan(M, "A100", "580.65.06", "torch==2.5.1", "3.12", platform="linux-aarch64")
+    assert old["possible"] is False and "sm_80" in old["why"]
+
+
+def test_a_platform_that_contradicts_the_gpu_is_a_usage_error() -> None:
+    with pytest.raises(queries.QueryError, match="GH200.*linux-aarch64"):
+        queries.plan(M, "GH200", "580.65.06", None, "3.12", platform="linux-x86_64")
+
+
+def test_jetpack_boards_get_nvidias_builds_and_thor_gets_the_sbsa_cuda13_wheels() -> None:
+    orin = queries.plan(M, "Orin (nvgpu)", "540.4.0", None, "3.10")
+    assert orin["possible"] is False and orin["channel"] == "NVIDIA (JetPack)" and "JetPack" in orin["why"]
+    thor = queries.plan(M, "Jetson AGX Thor", "580.00", None, "3.12")
+    assert thor["possible"] and thor["platform"] == "linux-aarch64" and thor["cuda"].startswith("13.")
+    assert "11.0" in M.torch_variant(thor["torch"], thor["cuda"])["arch_list_aarch64"]
+
+
+def test_fix_on_a_tegra_board_never_installs_a_desktop_driver_branch() -> None:
+    orin = replace(H100, name="Orin (nvgpu)", compute_capability="8.7", pci_device_id=None)
+    facts = make_facts(gpus=[orin], host__arch="aarch64", host__kernel="5.15.148-tegra",
+                       driver__kernel_module="540.4.0", driver__userspace="540.4.0", driver__cuda_driver_api="12.6",
+                       python_envs=[torch_env("2.5.1", "12.4")])
+    plan = plan_of(facts)
+    assert not [a for a in plan.actions() if isinstance(a, (InstallDriver, ReinstallTorch))]
+    text = " ".join(a.text for a in plan.actions() if hasattr(a, "text"))
+    assert "JetPack" in text
+
+
+def test_check_fix_plan_and_matrix_gpu_give_one_platform_for_the_same_board() -> None:
+    from doctor.fixplan import platform
+
+    for name, arch in (("NVIDIA GH200 480GB", None), ("NVIDIA GB10", "aarch64"), ("NVIDIA Thor", None),
+                       ("Orin (nvgpu)", "aarch64"), ("NVIDIA A100-SXM4-80GB", "aarch64"),
+                       ("NVIDIA A100-SXM4-80GB", "x86_64")):
+        facts = make_facts(gpus=[replace(H100, name=name, compute_capability=None)], host__arch=arch)
+        asked = "linux-aarch64" if arch == "aarch64" and not M.gpu(name).get("segment") == "embedded" else None
+        assert platform(facts, M) == queries.query_gpu(M, name, asked)["platform"] == \
+            queries.plan(M, name, None, None, None, platform=asked)["platform"] if asked or name != "Orin (nvgpu)" \
+            else platform(facts, M) == "jetson", name
+
+
+def test_matrix_gpu_lists_the_platforms_builds() -> None:
+    gh = queries.query_gpu(M, "GH200")
+    assert gh["platform"] == "linux-aarch64"
+    assert all(M.torch_variant(t["version"], c).get("arch_list_aarch64") for t in gh["torch_builds"] for c in t["cuda"])
+    orin = queries.query_gpu(M, "Orin (nvgpu)")
+    assert orin["torch_builds"] == [] and "JetPack" in orin["torch_note"] and orin["driver"]["jetpack"]
+
+
+# --- stored limits: cuDNN's lowest CC, the open module, the first driver of every CC ---------------------
+
+
+def test_a_build_whose_bundled_cudnn_cannot_run_on_the_gpu_is_never_recommended() -> None:
+    # Pascal (6.0): cuDNN 9.17+ needs CC 7.5 (cudnn.toml), so no build bundling one is offered
+    for drv in ("535.104.05", "580.65.06"):
+        p = queries.plan(M, "Tesla P100-PCIE-16GB", drv, None, "3.12")
+        low, _row = M.cudnn_min_cc(p["cudnn"])
+        assert p["possible"] and vtuple(low) <= (6, 0), (drv, p["torch"], p["cudnn"], low)
+
+
+def test_cudnn_min_cc_carries_forward_from_the_last_release_that_states_it() -> None:
+    assert M.cudnn_min_cc("9.10.2.21")[0] == "5.0"
+    assert M.cudnn_min_cc("9.26.0.51")[0] == "7.5"  # 9.17.0 dropped Maxwell..Volta; later ones do not add them back
+    assert M.cudnn_min_cc("8.7.0.84")[0] == "3.0"
+
+
+def test_the_open_module_is_never_planned_before_r515_or_for_a_gpu_older_than_turing() -> None:
+    v100 = replace(H100, name="Tesla V100-SXM2-16GB", compute_capability="7.0")
+    plan = plan_of(make_facts(gpus=[v100], driver__module_flavor="open", driver__kernel_module="450.80.02",
+                              driver__userspace="450.80.02", toolkits=[], python_envs=[torch_env("2.5.1", "12.4")]))
+    (drv,) = [a for a in plan.actions() if isinstance(a, InstallDriver)]
+    assert drv.flavor == "proprietary"
+    t4 = replace(H100, name="Tesla T4", compute_capability="7.5")
+    old = plan_of(make_facts(gpus=[t4], driver__module_flavor="open", toolkits=[]), Options(target_driver="510"))
+    (drv,) = [a for a in old.actions() if isinstance(a, InstallDriver)]
+    assert (drv.branch, drv.flavor) == (510, "proprietary")
+
+
+def test_every_cc_first_targeted_by_a_later_toolkit_needs_that_toolkits_driver() -> None:
+    blackwell = M.architecture("Blackwell")
+    assert M.first_driver(blackwell, "10.0") == "570.26"
+    assert M.first_driver(blackwell, "12.1") == M.min_driver("12.9")["linux_min_driver"]  # GB10: sm_121 from 12.9
+    assert M.first_driver(blackwell, "10.3") == M.min_driver("12.9")["linux_min_driver"]
+    p = queries.plan(M, "NVIDIA GB300", "570.124.04", None, "3.12")
+    assert p["possible"] is False and "needs driver ≥ 575.51.03" in p["why"]
+
+
+# --- lifecycle: a supported branch (long-term first); an ended one only as the GPU's last --------------
+
+
+def test_a_kepler_gpu_gets_its_last_branch_r470_and_is_told_it_has_ended() -> None:
+    k80 = replace(H100, name="Tesla K80", compute_capability="3.7")
+    plan = plan_of(make_facts(gpus=[k80], driver__kernel_module="418.226.00", driver__userspace="418.226.00",
+                              driver__module_flavor="proprietary", toolkits=[],
+                              python_envs=[torch_env("2.3.1", "11.8")]))
+    (drv,) = [a for a in plan.actions() if isinstance(a, InstallDriver)]
+    assert (drv.branch, drv.flavor) == (470, "proprietary")
+    assert any("R470 is past NVIDIA's end of life" in n and "last branch that drives Tesla K80" in n
+               for n in plan.notes)
+
+
+def test_an_asked_for_ended_branch_is_installed_with_a_warning() -> None:
+    plan = plan_of(make_facts(), Options(target_driver="550"))
+    assert plan.targets["driver_branch"] == 550
+    assert any("R550 is past NVIDIA's end of life" in n for n in plan.notes)
+
+
+def test_a_lifecycle_warning_alone_plans_no_driver_but_joins_a_driver_step() -> None:
+    alone = plan_of(make_facts())  # R550, ended without a date: a person's decision
+    assert not [a for a in alone.actions() if isinstance(a, InstallDriver)]
+    assert [s for s in alone.steps if "driver.branch_eol" in s.resolves]
+    both = plan_of(make_facts(toolkits=[], python_envs=[torch_env("2.14.1", "13.0")]))  # needs R580 anyway
+    (step,) = [s for s in both.steps if "driver.branch_eol" in s.resolves]
+    assert step.id == "driver" and both.targets["driver_branch"] == 580
+
+
+# --- hints: only what the constraints allow --------------------------------------------------------------
+
+
+def test_no_newer_torch_is_suggested_when_no_newer_release_has_the_arch() -> None:
+    p = queries.plan(M, "Tesla V100-SXM2-16GB", "580.65.06", "torch>=2.15", "3.12")  # 2.15 dropped Volta
+    assert p["possible"] is False and "take a newer torch" not in p["why"]
+    assert "no newer release has them either" in p["why"] and "2.14.1" in p["why"]
+
+
+def test_builds_whose_cuda_cannot_target_the_gpu_are_never_offered_as_maybe() -> None:
+    p = queries.plan(M, "Tesla P100-PCIE-16GB", "580.65.06", "torch>=2.15", "3.12")
+    assert p["possible"] is False and "cu130" not in p["why"]  # CUDA 13 has no sm_60 target
+    assert queries.cuda_targets(M, "13.0", "6.0") is False and queries.cuda_targets(M, "12.6", "6.0") is True
+
+
+def test_a_newer_torch_is_suggested_only_with_one_that_has_the_kernels() -> None:
+    p = queries.plan(M, "NVIDIA GeForce RTX 5090", "580.65.06", "torch<2.7", "3.12")
+    if "take a newer torch" in p["why"]:
+        assert "cu12" in p["why"] or "cu13" in p["why"]
+
+
+# --- an unknown driver version with a known CUDA level ---------------------------------------------------
+
+
+def test_a_driver_known_only_by_its_cuda_level_bounds_the_build() -> None:
+    p = queries.plan(M, "A100", None, None, "3.12", driver_cuda="12.2")
+    assert p["possible"] and p["cuda"].startswith("12.")  # minor-version compatibility, never CUDA 13
+    facts = make_facts(driver__kernel_module=None, driver__userspace=None, driver__cuda_driver_api="12.2",
+                       toolkits=[], python_envs=[torch_env("2.5.1+cpu", None, cpu_only=True)])
+    (torch,) = [a for a in plan_of(facts, Options(python_only=True)).actions() if isinstance(a, ReinstallTorch)]
+    assert vtuple(torch.cuda)[0] == 12
+
+
+def test_never_a_build_that_needs_a_newer_driver_than_the_one_rejected() -> None:
+    p = queries.plan(M, "A100", None, "torch>=2.11", "3.12", driver_cuda="11.4")
+    assert p["possible"] is False and "too old" in p["why"]
+    assert "relax the version" not in p["why"] or "cu11" in p["why"]
+
+
+# --- TensorFlow and JAX --------------------------------------------------------------------------------
+
+
+def test_plan_tensorflow_with_its_own_floors() -> None:
+    p = queries.plan(M, "NVIDIA GeForce RTX 4090", "550.54.14", "tensorflow>=2.16", "3.11")
+    assert p["framework"] == "tensorflow" and p["possible"]
+    assert vtuple(p["tensorflow"]) >= (2, 16) and p["install"].startswith("pip install 'tensorflow[and-cuda]==")
+    old = queries.plan(M, "A100", "470.256.02", "tensorflow>=2.16", "3.11")
+    assert old["possible"] is False and "needs driver ≥ 525.60.13" in old["why"]
+    py = queries.plan(M, None, None, "tensorflow>=2.16", "3.8")
+    assert py["possible"] is False and "Python 3.8" in py["why"]
+
+
+def test_plan_jax_picks_the_cuda_plugin_the_driver_runs() -> None:
+    p = queries.plan(M, "H100 80GB HBM3", "535.104.05", "jax", "3.12")
+    assert p["framework"] == "jax" and p["possible"] and p["cuda_major"] == 12  # CUDA 13 plugin needs >= 580
+    assert p["install"] == f"pip install 'jax[cuda12]=={p['jax']}'" and "cuda12-local" in p["local"]
+    new = queries.plan(M, "H100 80GB HBM3", "580.65.06", "jax", "3.12")
+    assert new["cuda_major"] == 13
+    # a Kepler K80 (3.7) is below every plugin's SM 5.2: only the CUDA 11 jaxlib of JAX's own index is left
+    k80 = queries.plan(M, "Tesla K80", "470.256.02", "jax", "3.10")
+    assert k80["possible"] and k80["cuda_major"] == 11 and k80["install"] is None
+    assert "JAX's own release index" in k80["channel"]
+    assert queries.plan(M, "Tesla K80", "470.256.02", "jax>=0.4.31", "3.10")["possible"] is False
+
+
+# --- where a build comes from -----------------------------------------------------------------------------
+
+
+def test_each_build_says_where_it_comes_from() -> None:
+    default = queries.plan(M, "H100 80GB HBM3", "595.45.04", "torch==2.15.0", "3.12")
+    assert default["cuda"] == "13.2" and default["channel"].startswith("PyPI")
+    other = queries.plan(M, "H100 80GB HBM3", "560.28.03", "torch==2.14.1", "3.12")
+    assert other["cuda"] == "12.6" and other["channel"].startswith("PyTorch's own index")
+
+
+# --- steps that cannot run here ---------------------------------------------------------------------------
+
+
+def test_no_gpu_on_the_bus_makes_attaching_one_the_first_step_and_no_step_repeats() -> None:
+    from doctor.commands.check import load_facts_file
+
+    facts = load_facts_file(str(EXAMPLES / "debian12-535-no-gpu.json"))
+    plan = plan_of(facts)
+    assert plan.steps[0].id == "blocker" and "attach an NVIDIA GPU" in plan.steps[0].why
+    resolved = [code for s in plan.steps for code in s.resolves]
+    assert len(resolved) == len(set(resolved))  # each finding is resolved by one step only
+
+
 # --- the property: every recommendation meets every constraint, read from the TOML rows ---------------
 
 GPU_ROWS = [g for g in GPUS["gpu"] if g.get("compute_capability")]
