@@ -222,7 +222,7 @@ def test_platform_linux_aarch64_is_a_constraint_not_a_refusal() -> None:
 
 
 def test_a_platform_that_contradicts_the_gpu_is_a_usage_error() -> None:
-    with pytest.raises(queries.QueryError, match="GH200.*linux-aarch64"):
+    with pytest.raises(queries.QueryError, match=r"GH200.*linux-aarch64"):
         queries.plan(M, "GH200", "580.65.06", None, "3.12", platform="linux-x86_64")
 
 
@@ -245,17 +245,19 @@ def test_fix_on_a_tegra_board_never_installs_a_desktop_driver_branch() -> None:
     assert "JetPack" in text
 
 
-def test_check_fix_plan_and_matrix_gpu_give_one_platform_for_the_same_board() -> None:
+@pytest.mark.parametrize(("name", "arch", "expected"), [
+    ("NVIDIA GH200 480GB", None, "linux-aarch64"), ("NVIDIA GB10", "aarch64", "linux-aarch64"),
+    ("NVIDIA Thor", None, "linux-aarch64"), ("Orin (nvgpu)", "aarch64", "jetson"),
+    ("NVIDIA A100-SXM4-80GB", "aarch64", "linux-aarch64"), ("NVIDIA A100-SXM4-80GB", "x86_64", "linux-x86_64")])
+def test_check_fix_plan_and_matrix_gpu_give_one_platform_for_the_same_board(name: str, arch: str | None,
+                                                                             expected: str) -> None:
     from doctor.fixplan import platform
 
-    for name, arch in (("NVIDIA GH200 480GB", None), ("NVIDIA GB10", "aarch64"), ("NVIDIA Thor", None),
-                       ("Orin (nvgpu)", "aarch64"), ("NVIDIA A100-SXM4-80GB", "aarch64"),
-                       ("NVIDIA A100-SXM4-80GB", "x86_64")):
-        facts = make_facts(gpus=[replace(H100, name=name, compute_capability=None)], host__arch=arch)
-        asked = "linux-aarch64" if arch == "aarch64" and not M.gpu(name).get("segment") == "embedded" else None
-        assert platform(facts, M) == queries.query_gpu(M, name, asked)["platform"] == \
-            queries.plan(M, name, None, None, None, platform=asked)["platform"] if asked or name != "Orin (nvgpu)" \
-            else platform(facts, M) == "jetson", name
+    facts = make_facts(gpus=[replace(H100, name=name, compute_capability=None)], host__arch=arch)
+    asked = {"aarch64": "linux-aarch64", "x86_64": "linux-x86_64"}.get(arch or "")  # the host, told as --platform
+    assert platform(facts, M) == expected
+    assert queries.query_gpu(M, name, asked)["platform"] == expected
+    assert queries.plan(M, name, None, None, None, platform=asked)["platform"] == expected
 
 
 def test_matrix_gpu_lists_the_platforms_builds() -> None:
