@@ -261,11 +261,9 @@ def plan(m: Matrix, gpu: str | list[str] | None, driver: str | None, want: str |
     needs = TorchNeeds(ccs=tuple(dict.fromkeys(ccs)), driver=driver, segment=segment, python=python,
                        platform=plat, want=want, driver_cuda=major_minor(driver_cuda) if driver_cuda else None)
     family = framework_of(want)
-    if family == "tensorflow":
-        return {"framework": "tensorflow", **pick_tensorflow(m, needs)}
-    if family == "jax":
-        return {"framework": "jax", **pick_jax(m, needs)}
-    return {"framework": "torch", **pick_torch(m, needs, explain=explain)}
+    pick = {"tensorflow": lambda: pick_tensorflow(m, needs), "jax": lambda: pick_jax(m, needs),
+            "torch": lambda: pick_torch(m, needs, explain=explain)}[family]()
+    return {"framework": family, "platform": plat, **pick}
 
 
 def _wish(want: str | None, names: tuple[str, ...]) -> SpecifierSet | None:
