@@ -401,3 +401,22 @@ def test_a_lone_surrogate_written_to_a_file_is_no_crash(tmp_path: Path) -> None:
         r = run_cli([*argv, "--facts", facts])
         assert_clean_exit(r, (0,))
     assert json.loads((tmp_path / "plan.json").read_text())  # a JSON escape: still valid JSON
+
+
+# --- family 9: the planner's questions (plan --want/--driver/--driver-cuda/--gpu, matrix gpu --platform) ----
+
+PLAN_BITS = ["torch", "tensorflow", "jax", "jax[cuda12]", ">=", "==", "2.16", "12.4", "580", "[", "]", " ", ",",
+             "--", "-rf", "$(id)", "`id`", ";", "\n", "9" * 300]
+
+
+@settings(FAST, max_examples=40)
+@given(want=st.lists(st.one_of(hostile_text, st.sampled_from(PLAN_BITS)), max_size=6).map("".join),
+       level=st.lists(st.one_of(hostile_text, st.sampled_from(PLAN_BITS)), max_size=4).map("".join),
+       gpu=st.sampled_from(["GH200", "Orin (nvgpu)", "Tesla K80", "A100"]),
+       platform=st.sampled_from(["linux-x86_64", "linux-aarch64", "jetson"]))
+def test_hostile_plan_questions(want: str, level: str, gpu: str, platform: str) -> None:
+    ATTACK_COUNTS["plan questions"] += 1
+    r = run_cli(["plan", "--gpu", gpu, "--platform", platform, "--want", want or "torch", "--driver-cuda",
+                 level or "12.4", "--python", "3.12"])
+    assert_clean_exit(r)
+    assert not terminal_unsafe(r.out)
