@@ -558,7 +558,8 @@ class _Planner:
             if not cmaj:
                 self._unplanned(n, f)
                 continue
-            self.add(PlanStep("cudnn", [f.code], f"Install cuDNN {i.version} built for CUDA {cmaj}",
+            self.add(PlanStep("cudnn", [f.code], f"Install cuDNN {i.version} built for CUDA {cmaj} from NVIDIA's "
+                              "CUDA repository (also published as NVIDIA's redistributable archive)",
                               [InstallCudnn(i.version, cmaj)], _verify([(n, f)]), findings=[n]))
         for n, f, i in by[it.InstallContainerToolkit]:
             self.add(PlanStep("container", [f.code], f"Let {i.engine} containers use the GPU: install and configure "

@@ -145,8 +145,10 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
              if any(cuda_in(cuda, s) for s in r.get("cuda", []) if not s.strip().endswith(".x"))]
     cudnn_major = [_label(r) for r in m.rows("cudnn", "cudnn") if _label(r) not in cudnn
                    and any(cuda_in(cuda, s) for s in r.get("cuda", []) if s.strip().endswith(".x"))]
-    torch = [{"version": t["version"], "index_url": _index_url(v["cuda"])} for t in m.rows("pytorch", "torch")
-             for v in t.get("variant", []) if major_minor(v["cuda"]) == major_minor(cuda)]
+    torch = [{"version": t["version"], "index_url": _index_url(v["cuda"]),
+              "on_pypi": major_minor(t.get("default_cuda")) == major_minor(v["cuda"])}
+             for t in m.rows("pytorch", "torch") for v in t.get("variant", [])
+             if major_minor(v["cuda"]) == major_minor(cuda)]
     tf = [t["version"] for t in m.rows("tensorflow", "tensorflow") if major_minor(t.get("cuda")) == major_minor(cuda)]
     return {
         "cuda": cuda,

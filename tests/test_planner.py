@@ -576,3 +576,14 @@ def test_every_planned_torch_build_meets_every_constraint(gpu: dict, driver: str
     compat = [a.package for a in plan.actions() if isinstance(a, InstallCudaCompat)]
     for t in torches:
         _meets(gpu, planned, python, t.version, t.cuda, compat[0] if compat and not drivers else None, platform)
+
+
+def test_matrix_cuda_names_each_channel_and_never_prints_an_unknown_driver_for_a_branch_row() -> None:
+    from doctor.commands.matrix import TEXT
+
+    a = queries.query_cuda(M, "13.3")
+    text = "\n".join(TEXT["cuda"]({**a, "matrix": "m"}))
+    assert "≥ ?" not in text and "branch R610 or newer" in text
+    b = queries.query_cuda(M, "12.4")
+    text = "\n".join(TEXT["cuda"]({**b, "matrix": "m"}))
+    assert "redistributable archives" in text and "PyPI's default wheel for" in text

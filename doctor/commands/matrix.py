@@ -167,10 +167,16 @@ def _cuda_text(a: dict[str, Any]) -> list[str]:
     if a["cudnn"]:
         lines.append("  cuDNN releases supporting it (NVIDIA's support matrix): " + ", ".join(a["cudnn"]))
     if a.get("cudnn_same_major_unverified_minor"):
-        lines.append(f"  cuDNN builds for CUDA {a['cuda'].split('.')[0]}.x (support for this minor not verified): "
-                     + ", ".join(a["cudnn_same_major_unverified_minor"]))
+        lines.append(f"  cuDNN builds for CUDA {a['cuda'].split('.')[0]}.x (known from NVIDIA's nvidia-cudnn wheels on "
+                     "PyPI; support for this minor not verified): " + ", ".join(a["cudnn_same_major_unverified_minor"]))
+    if a["cudnn"] or a.get("cudnn_same_major_unverified_minor"):
+        lines.append("  (PyPI is one channel: NVIDIA's redistributable archives and CUDA repositories carry cuDNN "
+                     "builds PyPI has no wheel for)")
     if a["torch"]:
-        lines.append("  PyTorch builds: " + ", ".join(t["version"] for t in a["torch"]))
+        pypi = [t["version"] for t in a["torch"] if t.get("on_pypi")]
+        lines.append("  PyTorch builds: " + ", ".join(t["version"] for t in a["torch"])
+                     + f" (PyTorch's index {a['torch'][0]['index_url']}"
+                     + (f"; PyPI's default wheel for {', '.join(pypi)})" if pypi else ")"))
     if a["tensorflow"]:
         lines.append("  TensorFlow built with it: " + ", ".join(a["tensorflow"]))
     return lines
