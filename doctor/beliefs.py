@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.facts import Facts, LibRef
-from doctor.findings import Evidence
+from doctor.model.facts import Facts, LibRef
+from doctor.model.findings import Evidence
 from doctor.safeio import small_int
 
 # --- the belief type ------------------------------------------------------------------------------

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor import beliefs
-from doctor import intents as it
-from doctor.facts import Facts, PythonEnv
-from doctor.findings import Finding, Fix, FixStep
 from doctor.matrix import Matrix, branch, major_minor, vtuple
+from doctor.model import intents as it
+from doctor.model.facts import Facts, PythonEnv
+from doctor.model.findings import Finding, Fix, FixStep
 from doctor.platforms import infer as _infer_platform
 from doctor.platforms import kernel_headers_packaged, tegra_board
 

@@ -22,9 +22,9 @@ from doctor.active.gpu import Options, oom_events, smoke_events
 from doctor.checks import REGISTRY
 from doctor.checks.active import CHECKS
 from doctor.commands.smoke import with_active
-from doctor.engine import diagnose
-from doctor.facts import Facts, load_facts
-from doctor.facts_active import ActiveFacts, ActiveGpu, DriverTest, FrameworkRun, NvmlReading, coerce, driver_test
+from doctor.model.facts import Facts, load_facts
+from doctor.model.facts_active import ActiveFacts, ActiveGpu, DriverTest, FrameworkRun, NvmlReading, coerce, driver_test
+from doctor.pipeline import diagnose
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -15,9 +15,9 @@ from fix_scenarios import SCENARIOS, scenario
 
 from doctor import queries
 from doctor.commands.check import load_facts_file
-from doctor.engine import diagnose
 from doctor.fixplan import InstallDriver, ReinstallTorch, build_plan, platform
 from doctor.matrix import bundled
+from doctor.pipeline import diagnose
 from doctor.tui import fixes
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "doctor" / "examples").glob("*.json"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.findings import FixStep
+from doctor.model.findings import FixStep
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from doctor.facts import Facts
-from doctor.facts_active import ActiveFacts, driver_results
-from doctor.findings import Finding
+from doctor.model.facts import Facts
+from doctor.model.facts_active import ActiveFacts, driver_results
+from doctor.model.findings import Finding
 from doctor.registry import Check, Context, NotApplicable, Skip, check
 
 AREA = "Active tests"

@@ -6,10 +6,10 @@ import datetime as _dt
 from collections.abc import Iterator
 
 from doctor.checks.common import ev, finding, ok
-from doctor.facts import Facts
-from doctor.findings import Evidence, Finding
-from doctor.intents import InstallDriverBranch
 from doctor.matrix import Matrix, Row, current, vtuple
+from doctor.model.facts import Facts
+from doctor.model.findings import Evidence, Finding
+from doctor.model.intents import InstallDriverBranch
 from doctor.platforms import tegra_board
 from doctor.registry import Context, NotApplicable, Skip, check
 

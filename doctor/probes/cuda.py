@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable
 
 from doctor import parsers
-from doctor.facts import Cudnn, LibRef, LoaderInfo, PythonEnv, Toolkit
 from doctor.host import Host
+from doctor.model.facts import Cudnn, LibRef, LoaderInfo, PythonEnv, Toolkit
 from doctor.probes.base import Recorder
 
 MULTIARCH_DIRS = (

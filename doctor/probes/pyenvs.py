@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from doctor import parsers
-from doctor.facts import DeepResult, PyPackage, PythonEnv
 from doctor.host import Host
+from doctor.model.facts import DeepResult, PyPackage, PythonEnv
 from doctor.probes.base import Recorder, run_python_child
 
 DEEP_FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jaxlib", "cupy")

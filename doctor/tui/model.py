@@ -11,12 +11,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from doctor.engine import CheckResult, Report
-from doctor.facts import Facts, Gpu
-from doctor.findings import AREAS, Evidence, Finding
+from doctor.model.facts import Facts, Gpu
+from doctor.model.findings import AREAS, Evidence, Finding
+from doctor.model.report import CheckResult, Report
+from doctor.model.severity import LEVELS, STATUS_MARKS
 from doctor.render.text import header, summary
 
-MARKS = {"fail": "✗", "warn": "!", "info": "·", "ok": "✓", "none": "·", "unknown": "?"}
+MARKS = {**STATUS_MARKS, "none": LEVELS["info"].mark}  # "none": an area without findings
 STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready",
                 "unknown": "UNKNOWN (too little evidence)"}
 NOT_RUN = ("skipped", "not_applicable")
@@ -65,7 +66,7 @@ class AreaView:
 
 
 def areas(report: Report) -> list[AreaView]:
-    """The report's areas in the fixed order of doctor.findings.AREAS (then any other, sorted)."""
+    """The report's areas in the fixed order of doctor.model.findings.AREAS (then any other, sorted)."""
     names = list(AREAS)
     extra = {f.area for f in report.findings} | {c.area for c in report.checks}
     names += sorted(a for a in extra if a not in names)
@@ -138,7 +139,7 @@ def split_evidence(f: Finding) -> tuple[list[Evidence], list[Evidence]]:
 
 
 def value_text(value: object) -> str:
-    from doctor.findings import value_text as words
+    from doctor.model.findings import value_text as words
 
     return words(value)
 

@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, TypeVar, Union
 
-from doctor.facts_active import ActiveFacts
+from doctor.model.facts_active import ActiveFacts
 
 FACTS_SCHEMA = "gpu-doctor.facts/v1"
 
@@ -217,7 +217,7 @@ class Facts:
     cudnn: list[Cudnn] = field(default_factory=list)
     python_envs: list[PythonEnv] = field(default_factory=list)
     env: dict[str, str | None] = field(default_factory=dict)
-    active: ActiveFacts | None = None  # what `smoke` / `oom` measured (doctor/facts_active.py); None: no test ran
+    active: ActiveFacts | None = None  # what `smoke` / `oom` measured (doctor/model/facts_active.py); None: no test ran
     errors: list[ProbeError] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
 
