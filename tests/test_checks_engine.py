@@ -97,8 +97,17 @@ def test_no_check_crashes_on_unknown_or_broken_facts(check_id: str, facts: Facts
 # --- the engine -------------------------------------------------------------------------------
 
 
+def _supported_driver() -> Facts:
+    """The healthy host on a driver branch NVIDIA still supports (R580 LTSB, until 2028-06): R550, the factory's, is
+    only in NVIDIA's undated list of ended branches, and an ended branch is a warning (checks/lifecycle.py)."""
+    return make_facts(driver__kernel_module="580.95.05", driver__userspace="580.95.05",
+                      driver__cuda_driver_api="13.0",
+                      driver__packages=[Package("nvidia-driver-580", "580.95.05-0ubuntu1", "dpkg")],
+                      loader__libcuda=LibRef("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "580.95.05", stub=False))
+
+
 def test_healthy_host_is_ok_in_every_area() -> None:
-    report = diagnose(make_facts())
+    report = diagnose(_supported_driver())
     assert report.status == "ok"
     assert {c.status for c in report.checks} <= {"ok", "not_applicable"}
     for area in AREAS:
@@ -109,7 +118,7 @@ def test_healthy_host_is_ok_in_every_area() -> None:
 
 
 def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> None:
-    report = diagnose(make_facts())
+    report = diagnose(_supported_driver())
     assert {c.id for c in report.checks if c.status == "not_applicable" and c.area != "Active tests"} == {
         "env.device_order", "container.no_gpu_passthrough", "wsl.driver",
         # no system cuDNN on the healthy host: the cuDNN/toolkit pairing rule has nothing to compare
@@ -117,9 +126,12 @@ def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> N
         "driver.forward_compat",  # the driver's own libcuda is in use
         "toolkit.cuda_home_invalid",  # CUDA_HOME is not set
         "framework.cuda_unavailable",  # only with --deep
-        "image.min_host_driver", "image.env_blocks_gpu",  # only with --static
-        # the healthy host's R550 is only in NVIDIA's undated list of ended branches (checks/lifecycle.py)
-        "driver.branch_eol"}
+        "image.min_host_driver", "image.env_blocks_gpu"}  # only with --static
+
+
+def test_the_factory_hosts_r550_is_an_ended_branch_and_warns() -> None:
+    (f,) = [f for f in diagnose(make_facts()).findings if f.code == "driver.branch_eol"]
+    assert f.severity == "warn" and "R550" in f.title
 
 
 def test_report_status_is_the_worst_finding() -> None:
