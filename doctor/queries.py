@@ -120,6 +120,8 @@ def query_gpu(m: Matrix, name: str, platform: str | None = None) -> dict[str, An
                             "last_branch": None if tegra else arch.get("last_driver_branch"),
                             "jetpack": tegra,
                             "open_kernel_module": None if tegra else arch.get("open_kernel_module"),
+                            "open_kernel_module_required": None if tegra else bool(
+                                arch.get("open_kernel_module_required") or row.get("open_kernel_module_required")),
                             "source": _src(arch)},
         "toolkits_that_compile_for_it": sorted(toolkits, key=vtuple),
         "torch_builds": torch,

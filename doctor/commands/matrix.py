@@ -136,7 +136,8 @@ def _gpu_text(a: dict[str, Any]) -> list[str]:
         parts.append(f"last branch R{d['last_branch']}" if d.get("last_branch") else "current branches")
         lines.append("  driver: " + ", ".join(parts)
                      + ("" if d.get("open_kernel_module") is None else
-                        "; open kernel module " + ("supported (from R515)" if d["open_kernel_module"]
+                        "; open kernel module " + ("required" if d.get("open_kernel_module_required") else
+                                                   "supported (from R515)" if d["open_kernel_module"]
                                                    else "not supported")))
     toolkits = ", ".join(a["toolkits_that_compile_for_it"]) or "none known"
     lines.append(f"  CUDA toolkits that compile for it: {toolkits}")
