@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from factories import H100, make_facts, torch_env
+from factories import H100, make_facts, supported_facts, torch_env
 
 from doctor.checks import REGISTRY
 from doctor.model.facts import Facts, LibRef, Package, validate
@@ -97,17 +97,8 @@ def test_no_check_crashes_on_unknown_or_broken_facts(check_id: str, facts: Facts
 # --- the engine -------------------------------------------------------------------------------
 
 
-def _supported_driver() -> Facts:
-    """The healthy host on a driver branch NVIDIA still supports (R580 LTSB, until 2028-06): R550, the factory's, is
-    only in NVIDIA's undated list of ended branches, and an ended branch is a warning (checks/lifecycle.py)."""
-    return make_facts(driver__kernel_module="580.95.05", driver__userspace="580.95.05",
-                      driver__cuda_driver_api="13.0",
-                      driver__packages=[Package("nvidia-driver-580", "580.95.05-0ubuntu1", "dpkg")],
-                      loader__libcuda=LibRef("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "580.95.05", stub=False))
-
-
 def test_healthy_host_is_ok_in_every_area() -> None:
-    report = diagnose(_supported_driver())
+    report = diagnose(supported_facts())
     assert report.status == "ok"
     assert {c.status for c in report.checks} <= {"ok", "not_applicable"}
     for area in AREAS:
@@ -118,7 +109,7 @@ def test_healthy_host_is_ok_in_every_area() -> None:
 
 
 def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> None:
-    report = diagnose(_supported_driver())
+    report = diagnose(supported_facts())
     assert {c.id for c in report.checks if c.status == "not_applicable" and c.area != "Active tests"} == {
         "env.device_order", "container.no_gpu_passthrough", "wsl.driver",
         # no system cuDNN on the healthy host: the cuDNN/toolkit pairing rule has nothing to compare
