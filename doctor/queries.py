@@ -68,6 +68,11 @@ def _newest_frameworks(m: Matrix, driver: str, cc: str | None = None) -> dict[st
             break
     for row in sorted(m.rows("jax", "jax"), key=lambda r: vtuple(r["version"]), reverse=True):
         need = row.get("min_driver")
+        if row.get("local_cuda"):  # runs on the machine's own toolkit: that toolkit's minimum, no MVC (JAX's README)
+            own = m.min_driver(str(row["local_cuda"]))
+            need = own.get("linux_min_driver") if own else None
+            if not need:
+                continue
         if need and not driver_meets(driver, need):
             continue
         if not need and row.get("cuda_major") and not _driver_ok(m, driver, f"{row['cuda_major']}.0")[0]:

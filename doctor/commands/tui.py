@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from types import FrameType
+from typing import Any
 
 from doctor.cli import EXIT_OK, UsageError
 from doctor.commands.check import add_probe_options
@@ -44,8 +46,51 @@ def run(name: str, args: argparse.Namespace) -> int:
     from doctor.tui.app import DoctorApp
 
     app = DoctorApp(sources, index=index, gpu_sampler=sampler)
-    app.run()
+    run_app(app)
     return app.return_code or EXIT_OK
+
+
+def run_app(app: Any) -> None:
+    """``app.run()``, where SIGINT, SIGTERM and SIGHUP end the app through Textual's own exit.
+
+    The CLI's handlers (doctor.children) raise in whatever frame the main thread is in; inside the app that is
+    the middle of asyncio's event loop, whose tasks then die mid-step and are printed as tracebacks. Here the
+    handler kills the child processes as before, then asks the running loop to exit the app, and the signal is
+    raised once the loop is gone, so the CLI leaves with its one line and 128 + the signal. Before the loop
+    runs (or after it), the handler raises as the CLI's own. A signal the caller ignores (nohup) stays ignored.
+    """
+    import asyncio
+    import functools
+    import signal
+
+    from doctor import children
+
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        children.stop()
+        received.append(signum)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: nothing of asyncio's to break
+            app.exit_when_shown(128 + signum)  # in case this exception goes astray (see raise_if_signalled)
+            raise children.signal_exception(signum) from None
+        loop.call_soon_threadsafe(app.exit_when_shown, 128 + signum)
+        # an app that never shows its first frame still ends (then Textual may print what it was composing)
+        loop.call_soon_threadsafe(loop.call_later, 3.0, functools.partial(app.exit, return_code=128 + signum))
+
+    previous = {}
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is children.on_signal:
+            previous[sig] = signal.signal(sig, on_signal)
+    try:
+        children.raise_if_signalled()  # one that came during the imports and went astray: no app at all
+        app.run()
+    finally:
+        children.restore(previous)
+    if received:
+        raise children.signal_exception(received[0])
 
 
 def demo_sources(args: argparse.Namespace) -> tuple[list, int, None]:

@@ -105,6 +105,8 @@ class DoctorApp(App[None]):
         self.running_test: str | None = None
         self.last_sample: GpuSample | None = None
         self._sampling = False
+        self._shown = False  # the first frame is on screen (Textual's Ready event)
+        self._exit_asked: int | None = None
         self.register_theme(MONO)
         if self.no_color:  # NO_COLOR: Textual also filters every colour out; the theme keeps contrast plain
             self.theme = MONO.name
@@ -133,9 +135,25 @@ class DoctorApp(App[None]):
     NARROW = 100  # below this many columns the findings stack above the detail: titles get the full width
 
     def on_resize(self, event: events.Resize) -> None:
-        self.query_one("#diagnosis-pane").set_class(event.size.width < self.NARROW, "narrow")
+        # query, not query_one: a resize can come before the panes are composed or while the app exits
+        self.query("#diagnosis-pane").set_class(event.size.width < self.NARROW, "narrow")
+
+    def on_ready(self) -> None:
+        self._shown = True
+        if self._exit_asked is not None:
+            self.exit(return_code=self._exit_asked)
+
+    def exit_when_shown(self, return_code: int) -> None:
+        """Exit now, or once the first frame is on screen: an exit while the layout is still being composed leaves
+        Textual's widgets half-mounted, and their errors printed on the terminal (a signal during start-up)."""
+        if self._shown:
+            self.exit(return_code=return_code)
+        elif self._exit_asked is None:
+            self._exit_asked = return_code
 
     def on_mount(self) -> None:
+        if not self.query("#diagnosis-pane"):  # exited before the layout was composed (a signal at start-up)
+            return
         self.query_one("#diagnosis-pane").set_class(self.size.width < self.NARROW, "narrow")
         if self.gpu_sampler is not None:
             self.set_interval(self.refresh_interval, self._tick_gpus)
