@@ -583,7 +583,7 @@ def test_matrix_cuda_names_each_channel_and_never_prints_an_unknown_driver_for_a
 
     a = queries.query_cuda(M, "13.3")
     text = "\n".join(TEXT["cuda"]({**a, "matrix": "m"}))
-    assert "≥ ?" not in text and "branch R610 or newer" in text
+    assert "≥ ?" not in text and "Linux driver ≥ R610 (branch" in text
     b = queries.query_cuda(M, "12.4")
     text = "\n".join(TEXT["cuda"]({**b, "matrix": "m"}))
     assert "redistributable archives" in text and "PyPI's default wheel for" in text

@@ -217,9 +217,9 @@ def _gpu_text(a: dict[str, Any]) -> list[str]:
 def _cuda_text(a: dict[str, Any]) -> list[str]:
     lines = [f"CUDA {a['cuda']}  ({a['matrix']})"]
     for r in a["releases"]:
-        drv = (f"≥ {r['linux_min_driver']}" if r.get("linux_min_driver") else
-               f"branch R{r['driver_branch']} or newer" if r.get("driver_branch") else "≥ ? (not in NVIDIA's table)")
-        lines.append(f"  {r['label'] or r['version']}: Linux driver {drv}"
+        floor = r["linux_min_driver"] or (f"R{r['driver_branch']} (branch; no per-release minimum)"
+                                          if r.get("driver_branch") else "?")
+        lines.append(f"  {r['label'] or r['version']}: Linux driver ≥ {floor}"
                      + (f", Windows ≥ {r['windows_min_driver']}" if r.get("windows_min_driver") else ""))
     if a["minor_version_compat_floor"]:
         lines.append(f"  by minor-version compatibility: any driver ≥ {a['minor_version_compat_floor']}")
