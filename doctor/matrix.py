@@ -17,7 +17,8 @@ from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
-from doctor.safeio import small_int
+from doctor.matrix_cache import load_cached
+from doctor.model.versions import branch, major_minor, vtuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,27 +29,6 @@ else:  # pragma: no cover - Python 3.10
 Row = dict[str, Any]
 STALE_DAYS = 90  # `gpu-doctor matrix` warns when the data's oldest review is older than this
 FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid", "errors", "images")
-
-
-def vtuple(version: str | None) -> tuple[int, ...]:
-    """'535.104.05' -> (535, 104, 5); non-numeric pieces end the tuple. () for None."""
-    out: list[int] = []
-    for piece in re.split(r"[.\-+]", version or ""):
-        n = small_int(piece)  # ASCII digits only: "²".isdigit() is True but int("²") raises
-        if n is None:
-            break
-        out.append(n)
-    return tuple(out)
-
-
-def major_minor(version: str | None) -> str | None:
-    t = vtuple(version)
-    return f"{t[0]}.{t[1]}" if len(t) >= 2 else (str(t[0]) if t else None)
-
-
-def branch(driver: str | None) -> int | None:
-    t = vtuple(driver)
-    return t[0] if t else None
 
 
 def is_branch(driver: str | None) -> bool:
@@ -151,6 +131,8 @@ class Matrix:
         """
         key = "windows_min_driver" if windows else "linux_min_driver"
         rows = [r for r in self.toolkit_rows(cuda) if r.get(key)]
+        if not rows and len(vtuple(cuda)) > 2:  # a patch release the table lacks: its major.minor's floor
+            rows = [r for r in self.toolkit_rows(major_minor(cuda) or "") if r.get(key)]
         return min(rows, key=lambda r: vtuple(r[key]), default=None)
 
     def mvc(self, cuda_major: int) -> Row | None:
@@ -537,8 +519,6 @@ def current() -> Matrix:
     bundle does not have yet (hand-reviewed rows always win). Reads a local cache file; never the network."""
     base = bundled()
     try:
-        from doctor.refresh import load_cached
-
         cached = load_cached()
     except (ImportError, OSError, ValueError):
         cached = None

@@ -12,7 +12,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from doctor.matrix import Matrix, Row, cuda_in, driver_meets, driver_runs_cuda, is_branch, major_minor, vtuple
-from doctor.platforms import PLATFORMS
+from doctor.platforms import PLATFORMS, for_gpus
 from doctor.platforms import gpu_platform as gpu_platform_of
 
 
@@ -97,8 +97,6 @@ def _arch_ok(cc: str, variant: Row) -> bool:
 
 
 def query_gpu(m: Matrix, name: str, platform: str | None = None) -> dict[str, Any]:
-    from doctor.platforms import for_gpus
-
     row = m.gpu(name)
     if row is None:
         raise QueryError(f"unknown GPU {name!r} (not in compat/gpus.toml; try the name nvidia-smi prints)")
@@ -237,8 +235,6 @@ def plan(m: Matrix, gpu: str | list[str] | None, driver: str | None, want: str |
     """The newest build of the wanted framework (torch unless --want names tensorflow or jax) that fits every
     constraint — every GPU named, the platform they imply, the driver or only its CUDA level — or which
     constraint makes it impossible."""
-    from doctor.platforms import for_gpus
-
     names = [gpu] if isinstance(gpu, str) else list(gpu or [])
     ccs: list[str] = []
     segments: list[str | None] = []

@@ -7,8 +7,8 @@ import sys
 from typing import TextIO
 
 from doctor.model.facts import Facts
-from doctor.model.findings import AREAS, Finding
-from doctor.model.report import Report
+from doctor.model.findings import AREAS, Finding, value_text
+from doctor.model.report import Report, collected_by_probes
 from doctor.model.severity import MARKS
 from doctor.safeio import display
 
@@ -79,8 +79,6 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
             lines += [display(f"  - {c.id}: {c.reason}", line=True) for c in quiet]
             lines.append("")
         if report.facts.errors:
-            from doctor.model.report import collected_by_probes
-
             lines.append("What the probes could not learn" if collected_by_probes(report.facts)
                          else "What the report does not say")
             lines += [display(f"  - {e.probe}: {e.reason}", line=True) for e in report.facts.errors]
@@ -91,8 +89,6 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
 
 def environment_lines(facts: Facts) -> list[str]:
     """-v: each checked environment's GPU-relevant packages, and what --deep learned by importing them."""
-    from doctor.model.findings import value_text
-
     if not facts.python_envs:
         return []
     out = ["Python environments"]
