@@ -14,6 +14,7 @@ from the planner in :mod:`doctor.queries`. ``Options`` overrides them (``--targe
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,12 @@ from doctor.model.plan import (
     RebuildDkms,
     ReinstallTorch,
 )
+from doctor.platforms import infer as _infer_platform
+from doctor.platforms import kernel_headers_packaged, tegra_board
 from doctor.queries import QueryError, TorchNeeds, driver_floor, pick_torch
+
+# NVIDIA's open GPU kernel modules ship from R515 on ("available from R515", the Turing row of gpus.toml).
+OPEN_MODULE_FIRST_BRANCH = 515
 
 
 def runnable(exe: str) -> str:
@@ -67,8 +73,8 @@ class PlanError(ValueError):
 # --- building it: intents + facts + matrix → one plan ---------------------------------------------
 
 ENGINES = ("docker", "podman", "containerd", "cri-o")
-_ORDER = ("nouveau", "driver", "dkms", "module", "mismatch", "compat", "toolkit", "cudnn", "container", "env",
-          "torch", "tensorflow", "jax", "manual")
+_ORDER = ("blocker", "nouveau", "driver", "dkms", "module", "mismatch", "compat", "toolkit", "cudnn", "container",
+          "env", "torch", "tensorflow", "jax", "manual")
 
 
 def build_plan(facts: Facts, findings: list[Finding], m: Matrix, opts: Options | None = None) -> FixPlan:
@@ -138,6 +144,7 @@ class _Planner:
         self._frameworks(by[it.ReinstallFramework])
         for n, f in unplanned:
             self._unplanned(n, f)
+        self._blocker(by[it.AttachGpu])
         d = self.facts.driver
         env = _framework_env(self.facts)
         steps = sorted(self.steps.values(), key=_order)
@@ -151,6 +158,21 @@ class _Planner:
                        gpu_visible=bool([g for g in self.facts.gpus if g.source != "pci"])
                        and d.module_loaded is not False,
                        constraints=_constraints([a for s in steps for a in s.actions], self.m))
+
+    def _blocker(self, wants: list[tuple[int, Finding, Any]]) -> None:
+        """No NVIDIA GPU on the PCI bus: that is the first step, before any driver or framework step can matter."""
+        if beliefs.of(self.facts).gpu_on_bus.value is not False or not (wants or self.steps):
+            return
+        who = [(n, f) for n, f, _i in wants]
+        where = " Inside a container: start it on a GPU host with the GPU requested (docker run --gpus all)." \
+            if self.facts.host.container else ""
+        self.add(PlanStep("blocker", sorted({f.code for _n, f in who}) or ["no-gpu"],
+                          "First attach an NVIDIA GPU: the PCI bus lists none, so no driver, toolkit or framework "
+                          "step below can make CUDA work until one is there",
+                          [Manual("Attach a GPU (the instance type, PCI passthrough, or the card's seating and power); "
+                                  "the steps below apply once `lspci -nn | grep -i nvidia` lists it." + where,
+                                  ["lspci -nn | grep -i nvidia"])],
+                          _verify(who) or ["gpu-doctor", "check"], root=False, findings=[n for n, _f in who]))
 
     def _unplanned(self, n: int, f: Finding) -> None:
         system = [i for i in f.intents if not self.feasible(i)]
@@ -171,17 +193,35 @@ class _Planner:
         opts, facts, m = self.opts, self.facts, self.m
         if not wants and not (opts.target_driver and not opts.python_only):
             return
+        # "Move to a supported branch" alone stays a person's decision; a driver step planned for another need
+        # installs a supported branch and so resolves it too.
+        lifecycle = [(n, f) for n, f, i in wants if isinstance(i, it.InstallDriverBranch) and i.supported]
+        wants = [(n, f, i) for n, f, i in wants if not (isinstance(i, it.InstallDriverBranch) and i.supported)]
+        if not wants and not opts.target_driver:
+            for n, f in lifecycle:
+                self._unplanned(n, f)
+            return
         who = [(n, f) for n, f, _i in wants]
+        if tegra_board(facts, m):
+            # A Jetson's driver is part of Jetson Linux (L4T): a desktop branch never installs there.
+            self.add(_manual_step("driver", [*who, *lifecycle], "The GPU driver of a Jetson comes with JetPack "
+                                  "(Jetson Linux / L4T), not from a desktop driver branch: upgrade JetPack to a "
+                                  "release whose CUDA is new enough (NVIDIA's JetPack release notes name it)."))
+            return
         needs = [i for _n, _f, i in wants if isinstance(i, it.InstallDriverBranch)]
         needs += self._implicit_driver_needs(needs)
         if not opts.target_driver and needs and all(i.cuda for i in needs):
             pkg = self._forward_compat([i.cuda for i in needs if i.cuda])
             if pkg:
                 self._compat_step(pkg[0], pkg[1], who)
+                for n, f in lifecycle:
+                    self._unplanned(n, f)
                 return
         row, arch = _gpu(facts, m)
-        last = min([i.last_branch for i in needs if i.last_branch] +
-                   ([int(arch["last_driver_branch"])] if arch and arch.get("last_driver_branch") else []), default=None)
+        lasts = [int(str(a["last_driver_branch"])) for g in facts.gpus
+                 for a in [m.gpu_for_facts(g.name, g.compute_capability)[1]] if a and a.get("last_driver_branch")]
+        last_gpu = min(lasts, default=None)
+        last = min([i.last_branch for i in needs if i.last_branch] + lasts, default=None)
         reasons = [f"{i.who or 'it'} needs ≥ {i.minimum or i.recommended}"
                    + (f" ({i.recommended} for full support)" if i.minimum and i.recommended
                       and i.recommended != i.minimum else "")
@@ -206,7 +246,11 @@ class _Planner:
                                   "knows neither this GPU nor a CUDA runtime that needs a given driver. Pass "
                                   "--target-driver BRANCH."))
             return
-        flavor = next((i.flavor for i in needs if i.flavor), None) or _flavor(facts, arch)
+        if not opts.target_driver:
+            target = self._supported_branch(target, last, last_gpu, row, arch)
+        else:
+            self._warn_if_ended(target, last_gpu, row, arch)
+        flavor = _flavor(facts, m, target, next((i.flavor for i in needs if i.flavor), None))
         floor = max([branch(i.minimum) or 0 for i in needs if i.minimum] +
                     [branch(m.first_driver(arch, _cc(g, m))) or 0 for g in facts.gpus
                      for arch in [m.gpu_for_facts(g.name, g.compute_capability)[1]]], default=0)
@@ -217,10 +261,61 @@ class _Planner:
             ": " + "; ".join(dict.fromkeys(reasons)) if reasons else "")
         action = InstallDriver(target, flavor, facts.driver.running_kernel, floor,
                                (row or {}).get("segment") == "datacenter", last,
-                               bool((arch or {}).get("open_kernel_module_required")))
-        self.add(PlanStep("driver", sorted({f.code for _n, f in who}) or ["--target-driver"], why,
+                               flavor == "open" and any(_open_required(m, g) for g in facts.gpus),
+                               self._headers(facts.driver.running_kernel))
+        self.add(PlanStep("driver", sorted({f.code for _n, f in [*who, *lifecycle]}) or ["--target-driver"], why,
                           [action, Reboot(f"the new {target} kernel module loads at boot")],
-                          _verify(who) or ["gpu-doctor", "check"], risk="reboot", findings=[n for n, _f in who]))
+                          _verify([*who, *lifecycle]) or ["gpu-doctor", "check"], risk="reboot",
+                          findings=sorted({n for n, _f in [*who, *lifecycle]})))
+
+    def _headers(self, kernel: str | None) -> bool | None:
+        """Whether the distribution packages headers for ``kernel``; a kernel it cannot have is said once."""
+        ok = kernel_headers_packaged(self.facts.host.os_id, kernel)
+        if ok is False:
+            note = (f"The running kernel {kernel} is not one {self.facts.host.os_pretty or self.facts.host.os_id} "
+                    "packages (a custom or cloud vendor's kernel): no headers package exists for it, so DKMS can only "
+                    "build the nvidia module with the headers that kernel was built with (install them by hand), or "
+                    "after booting a distribution kernel.")
+            if note not in self.notes:
+                self.notes.append(note)
+        return ok
+
+    def _today(self) -> _dt.date:
+        try:
+            return _dt.date.fromisoformat((self.facts.collected_at or "")[:10])
+        except ValueError:
+            return _dt.date.today()
+
+    def _supported_branch(self, need: int, last: int | None, last_gpu: int | None, row: dict | None,
+                          arch: dict | None) -> int:
+        """The branch to install for a need of ``need``: the lowest long-term branch NVIDIA still supports at or
+        above it (then production, then new-feature), capped by the GPU's last branch; an ended branch only when
+        it is the last one that drives the GPU (said in a note)."""
+        m, today = self.m, self._today()
+        rows = m.supported_branches(today, need, last)
+        if rows:
+            chosen = int(str(rows[0]["branch"]))
+            if chosen != need:
+                kind = {"LTSB": "long-term support", "PB": "production", "NFB": "new-feature"}.get(
+                    str(rows[0].get("designation")), "supported")
+                self.notes.append(f"Driver branch {chosen}: the {kind} branch NVIDIA still supports"
+                                  + (f" (until {rows[0]['eol']})" if rows[0].get("eol") else "")
+                                  + f" at or above R{need}, which the needs call for"
+                                  + (f" (R{need} is past its end of life)" if m.branch_ended(need, today) else ""))
+            return chosen
+        self._warn_if_ended(need, last_gpu, row, arch)
+        return need
+
+    def _warn_if_ended(self, target: int, last_gpu: int | None, row: dict | None, arch: dict | None) -> None:
+        if not self.m.branch_ended(target, self._today()):
+            return
+        name = (row or {}).get("name") or (arch or {}).get("name", "this GPU")
+        if last_gpu is not None and target == last_gpu:
+            self.notes.append(f"Driver branch R{target} is past NVIDIA's end of life (no more security fixes), but "
+                              f"it is the last branch that drives {name}: it is installed anyway; plan the GPU's "
+                              "replacement.")
+        else:
+            self.notes.append(f"Driver branch R{target} is past NVIDIA's end of life (no more security fixes).")
 
     def _implicit_driver_needs(self, asked: list[it.InstallDriverBranch]) -> list[it.InstallDriverBranch]:
         """What a new driver must also satisfy beyond what the findings asked: every CUDA runtime here that the
@@ -282,7 +377,7 @@ class _Planner:
                               [BlacklistNouveau(), Reboot("nouveau leaves only at the next boot")],
                               _verify([(n, f)]), risk="reboot", findings=[n]))
         for n, f, i in by[it.RebuildDkms]:
-            actions: list[Action] = [RebuildDkms(i.kernel)]
+            actions: list[Action] = [RebuildDkms(i.kernel, self._headers(i.kernel))]
             self.add(PlanStep("dkms", [f.code], f"No nvidia module is built for kernel {i.kernel}: install its "
                               "headers and rebuild with DKMS", actions, _verify([(n, f)]), findings=[n]))
             if i.load:
@@ -326,7 +421,8 @@ class _Planner:
             if not cmaj:
                 self._unplanned(n, f)
                 continue
-            self.add(PlanStep("cudnn", [f.code], f"Install cuDNN {i.version} built for CUDA {cmaj}",
+            self.add(PlanStep("cudnn", [f.code], f"Install cuDNN {i.version} built for CUDA {cmaj} from NVIDIA's "
+                              "CUDA repository (also published as NVIDIA's redistributable archive)",
                               [InstallCudnn(i.version, cmaj)], _verify([(n, f)]), findings=[n]))
         for n, f, i in by[it.InstallContainerToolkit]:
             self.add(PlanStep("container", [f.code], f"Let {i.engine} containers use the GPU: install and configure "
@@ -401,7 +497,7 @@ class _Planner:
             # A build the installed driver runs first: the step then stands on its own, whatever is done with
             # the driver step. Only when none fits does the torch step count on the planned driver.
             current = self.torch_needs(env, want=opts.want, prefer=keep, planned=False)
-            if not self._gpu_driver_blocker(current.driver) and current.driver:
+            if not self._gpu_driver_blocker(current.driver) and (current.driver or current.driver_cuda):
                 pick = pick_torch(m, current)
             if not pick.get("possible") and not blocker:
                 pick = pick_torch(m, needs)
@@ -473,11 +569,13 @@ class _Planner:
         compat = tuple(p.name for p in facts.driver.packages if p.name.startswith("cuda-compat"))
         if planned and "cuda_compat" in self.targets:
             compat = (*compat, self.targets["cuda_compat"])
+        # A driver whose version is unknown still tells its CUDA level (nvidia-smi's "CUDA Version",
+        # cuDriverGetVersion, torch's "found version"): no build is picked that needs more than that.
+        level = None if drv else major_minor(beliefs.of(facts).driver_cuda.value)
         return TorchNeeds(ccs=ccs, driver=drv, segment=segment, python=_py(env.version) if env else None,
                           platform=platform(facts, m), want=want, prefer=prefer,
                           forward_compat=not self.opts.python_only, compat_packages=compat,
-                          windows_driver=_windows_driver(facts),
-                          driver_cuda=None if drv else beliefs.of(facts).driver_cuda.value)
+                          windows_driver=_windows_driver(facts), driver_cuda=level)
 
     def _tf_or_jax(self, family: str, exe: str, items: list[tuple[int, Finding, it.ReinstallFramework]]) -> None:
         facts, m = self.facts, self.m
@@ -546,18 +644,9 @@ def _cc(g: Any, m: Matrix) -> str | None:
 
 
 def platform(facts: Facts, m: Matrix) -> str:
-    """The wheel platform: macos, windows, jetson (an embedded GPU), linux-aarch64 (SBSA) or linux-x86_64."""
-    os_id = (facts.host.os_id or "").lower()
-    if os_id in ("macos", "darwin"):
-        return "macos"
-    if os_id == "windows":
-        return "windows"
-    gpus = [g for g in facts.gpus if g.source != "pci"]
-    if any((m.gpu(g.name) or {}).get("segment") == "embedded" for g in gpus):
-        return "jetson"
-    if (facts.host.arch or "").lower() in ("aarch64", "arm64"):
-        return "linux-aarch64"
-    return "linux-x86_64"
+    """The wheel platform (doctor.platforms): macos, windows, jetson (JetPack 4-6), linux-aarch64 (SBSA: Grace,
+    DGX Spark, Jetson Thor, any Arm host) or linux-x86_64."""
+    return _infer_platform(facts, m)
 
 
 def fix_for(plan: FixPlan, index: int) -> Fix | None:
@@ -600,7 +689,7 @@ def fix_for(plan: FixPlan, index: int) -> Fix | None:
 _VERBATIM: dict[type, tuple[type, ...]] = {
     it.BlacklistNouveau: (BlacklistNouveau,), it.LoadModule: (LoadModule,), it.RebuildDkms: (RebuildDkms,),
     it.ReloadDriver: (HoldPackages, Reboot), it.InstallContainerToolkit: (InstallContainerToolkit,),
-    it.UnsetEnvVar: (Manual,),
+    it.UnsetEnvVar: (Manual,), it.AttachGpu: (Manual,),
 }
 
 
@@ -681,15 +770,24 @@ def _gpu(facts: Facts, m: Matrix) -> tuple[dict | None, dict | None]:
     return None, None
 
 
-def _flavor(facts: Facts, arch: dict | None) -> str:
-    """The kernel-module flavour: what the architecture requires, else what is installed, else NVIDIA's default."""
-    if arch and arch.get("open_kernel_module_required"):
-        return "open"
-    if arch and arch.get("open_kernel_module") is False:
+def _open_required(m: Matrix, g: Any) -> bool:
+    row, arch = m.gpu_for_facts(g.name, g.compute_capability)
+    return bool((arch or {}).get("open_kernel_module_required") or (row or {}).get("open_kernel_module_required"))
+
+
+def _flavor(facts: Facts, m: Matrix, target: int, asked: str | None = None) -> str:
+    """The kernel-module flavour for branch ``target``: the open module exists from R515 and drives Turing and
+    newer only; a GPU that requires it gets it; else what was asked, what is installed, NVIDIA's default."""
+    arches = [m.gpu_for_facts(g.name, g.compute_capability) for g in facts.gpus if g.name or g.compute_capability]
+    if target < OPEN_MODULE_FIRST_BRANCH or any(a and a.get("open_kernel_module") is False for _r, a in arches):
         return "proprietary"
+    if any(_open_required(m, g) for g in facts.gpus):
+        return "open"
+    if asked in ("open", "proprietary"):
+        return asked
     if facts.driver.module_flavor in ("open", "proprietary"):
         return facts.driver.module_flavor
-    return "open" if arch and arch.get("open_kernel_module") else "proprietary"
+    return "open" if arches and all(a and a.get("open_kernel_module") for _r, a in arches) else "proprietary"
 
 
 def _verify(who: list[tuple[int, Finding]]) -> list[str]:

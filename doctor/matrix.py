@@ -225,8 +225,44 @@ class Matrix:
             return None
         by_cc = arch.get("first_driver_by_cc") or {}
         # Where NVIDIA names only a branch (Rubin: R615), the bare branch stands for its first release.
-        return ((by_cc.get(cc) if cc and isinstance(by_cc, dict) else None) or arch.get("first_driver")
+        base = ((by_cc.get(cc) if cc and isinstance(by_cc, dict) else None) or arch.get("first_driver")
                 or (str(arch["first_driver_branch"]) if arch.get("first_driver_branch") else None))
+        # A compute capability first targeted by a later toolkit than the architecture's first GPU (sm_103, sm_121
+        # in CUDA 12.9) needs at least that toolkit's minimum driver: the same rule for every such CC.
+        first_cuda = (arch.get("first_cuda_by_cc") or {}).get(cc) if cc else None
+        need = (self.min_driver(str(first_cuda)) or {}).get("linux_min_driver") if first_cuda else None
+        if need and (not base or vtuple(need) > vtuple(base)):
+            return str(need)
+        return base
+
+    # --- the driver lifecycle -----------------------------------------------------------------
+
+    def branch_ended(self, branch_number: int | None, today: _dt.date) -> bool | None:
+        """Is a driver branch past NVIDIA's end of life on ``today``? True for a branch listed as ended (with or
+        without a date) and for one older than the table's newest branch that the table does not list (NVIDIA:
+        "all other previous driver branches not listed ... are end of life"); None when nothing says."""
+        if branch_number is None:
+            return None
+        rows = self.rows("cuda", "driver_branch")
+        row = self.branch_lifecycle(branch_number)
+        if row is None:
+            listed = [int(str(r["branch"])) for r in rows if str(r.get("branch", "")).isdigit()]
+            return True if listed and branch_number < max(listed) else None
+        if row.get("end_of_life") is True:
+            return True
+        t = vtuple(str(row.get("eol") or "").replace("-", "."))
+        if len(t) < 2:
+            return None
+        return (today.year, today.month) > (t[0], t[1])  # NVIDIA gives a month: supported through it
+
+    def supported_branches(self, today: _dt.date, at_least: int = 0, at_most: int | None = None) -> list[Row]:
+        """Branches NVIDIA still supports on ``today`` in [at_least, at_most]: long-term first, then production,
+        then new-feature branches, each lowest first (the smallest change that meets the need)."""
+        rank = {"LTSB": 0, "PB": 1, "NFB": 2}
+        rows = [r for r in self.rows("cuda", "driver_branch") if str(r.get("branch", "")).isdigit()
+                and self.branch_ended(int(str(r["branch"])), today) is False
+                and int(str(r["branch"])) >= at_least and (at_most is None or int(str(r["branch"])) <= at_most)]
+        return sorted(rows, key=lambda r: (rank.get(str(r.get("designation")), 3), int(str(r["branch"]))))
 
     def windows_branch(self, windows_driver: str | None) -> int | None:
         """The Linux branch of a Windows driver version (what WSL2 reports), from NVIDIA's Linux/Windows pairs.
@@ -274,6 +310,21 @@ class Matrix:
             if lo <= v <= hi or (len(v) < 3 and lo[: len(v)] == v):
                 return r
         return None
+
+    def cudnn_min_cc(self, version: str | None) -> tuple[str | None, Row | None]:
+        """The lowest compute capability a cuDNN release runs on, with the row that states it: its own row's, else
+        the highest one stated for an older release (NVIDIA only ever drops architectures: 9.17 needs 7.5, so
+        9.20 does too). (None, None) when no release up to it states one."""
+        v = vtuple(version)[:3]
+        if not v:
+            return None, None
+        own = self.cudnn(version or "")
+        if own and own.get("min_compute_capability"):
+            return str(own["min_compute_capability"]), own
+        older = [r for r in self.rows("cudnn", "cudnn") if r.get("min_compute_capability")
+                 and vtuple(r.get("version"))[:3] <= v and vtuple(r.get("version"))[:1] == v[:1]]
+        best = max(older, key=lambda r: vtuple(str(r["min_compute_capability"])), default=None)
+        return (str(best["min_compute_capability"]), best) if best else (None, None)
 
     def torch(self, version: str | None) -> Row | None:
         base = (version or "").split("+", 1)[0]

@@ -170,7 +170,8 @@ def mismatch_after_upgrade() -> Facts:
 
 
 def healthy_h100_node() -> Facts:
-    """An 8×H100 SXM training node where everything fits: R550, CUDA 12.4, torch 2.5.1+cu124."""
+    """An 8×H100 SXM training node where everything fits: R580 (a supported long-term branch),
+    CUDA 12.4, torch 2.5.1+cu124."""
     gpus = [Gpu(index=i, name="NVIDIA H100 80GB HBM3", uuid=f"GPU-5e1c0a7{i}-3b2d-4f7e-9a61-0c4d8e2f1b{i:02d}",
                 pci_bus_id=f"00000000:{bus}:00.0", pci_device_id="0x233010DE", compute_capability="9.0",
                 memory_total_mib=81559, memory_used_mib=545 + 3 * i, mig_mode=False, persistence_mode=True,
@@ -183,19 +184,19 @@ def healthy_h100_node() -> Facts:
         host=ubuntu("22.04", "Ubuntu 22.04.5 LTS", "5.15.0-122-generic", "2.35", "11.4.0",
                     container_toolkit=ContainerToolkit(installed=True, version="1.16.2", engines=["docker"],
                                                        runtime_configured=True), pci_nvidia_gpus=8),
-        driver=DriverInfo(kernel_module="550.90.07", module_loaded=True, userspace="550.90.07",
-                          cuda_driver_api="12.4", module_flavor="proprietary", nouveau_loaded=False,
+        driver=DriverInfo(kernel_module="580.95.05", module_loaded=True, userspace="580.95.05",
+                          cuda_driver_api="13.0", module_flavor="proprietary", nouveau_loaded=False,
                           secure_boot=False, running_kernel="5.15.0-122-generic", module_for_running_kernel=True,
                           next_boot_kernel="5.15.0-122-generic", module_for_next_boot_kernel=True,
-                          packages=[*driver_pkgs("550-server", "550.90.07"),
-                                    Package("nvidia-fabricmanager-550", "550.90.07-1", "dpkg")],
+                          packages=[*driver_pkgs("580-server", "580.95.05"),
+                                    Package("nvidia-fabricmanager-580", "580.95.05-1", "dpkg")],
                           device_nodes=[*(f"/dev/nvidia{i}" for i in range(8)), "/dev/nvidiactl",
                                         "/dev/nvidia-uvm"]),
         gpus=gpus,
         toolkits=[Toolkit(root="/usr/local/cuda-12.4", version="12.4.1", nvcc_version="12.4.131", source="path")],
         loader=LoaderInfo(nvcc_on_path=LibRef("/usr/local/cuda-12.4/bin/nvcc", "12.4.131"),
                           libcudart=LibRef("/usr/local/cuda-12.4/lib64/libcudart.so.12", "12.4.127"),
-                          libcuda=LibRef("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "550.90.07", stub=False)),
+                          libcuda=LibRef("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "580.95.05", stub=False)),
         cudnn=[Cudnn("9.1.0.70", f"{VENV} [nvidia-cudnn-cu12]", "pip")],
         python_envs=[torch_env("2.5.1", "12.4", "9.1.0.70", [CUDNN_PIP])],
         env={**ENV_BASE, "PATH": "/usr/local/cuda-12.4/bin:/usr/local/bin:/usr/bin:/bin",

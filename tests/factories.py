@@ -89,3 +89,17 @@ def torch_env(version: str = "2.5.1", cuda: str | None = "12.4", cpu_only: bool 
               executable: str = "/venv/bin/python") -> PythonEnv:
     return PythonEnv(executable=executable, version="3.11.9", origin="VIRTUAL_ENV",
                      packages=[PyPackage("torch", version, cuda=cuda, cpu_only=cpu_only)])
+
+
+# The healthy host on a driver branch NVIDIA still supports (R580 LTSB, until 2028-06). healthy_facts()'s R550 is in
+# NVIDIA's undated list of ended branches, which `check` warns about (checks/lifecycle.py): a test that needs a host
+# with nothing to report uses these.
+SUPPORTED_DRIVER: dict[str, Any] = dict(
+    driver__kernel_module="580.95.05", driver__userspace="580.95.05", driver__cuda_driver_api="13.0",
+    driver__packages=[Package("nvidia-driver-580", "580.95.05-0ubuntu1", "dpkg")],
+    loader__libcuda=LibRef("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "580.95.05", stub=False))
+
+
+def supported_facts(**overrides: Any) -> Facts:
+    """make_facts() on a supported driver branch (R580): nothing to report."""
+    return make_facts(**{**SUPPORTED_DRIVER, **overrides})

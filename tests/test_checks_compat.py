@@ -403,10 +403,11 @@ def test_plan_k80_with_modern_torch_is_impossible() -> None:
     assert p["possible"] is False and "sm_37" in p["why"]
 
 
-def test_plan_k80_finds_the_last_cu118_build_with_sm_37() -> None:
+def test_plan_k80_finds_the_last_cu118_build_whose_cudnn_runs_on_sm_37() -> None:
     # pytorch/builder release/2.5: CUDA 11.8 builds add 3.7; R470 runs CUDA 11.8 by minor-version compatibility.
+    # But 2.4/2.5 cu118 bundle cuDNN 9.1, which needs CC >= 5.0 (cudnn.toml): 2.3.1 (cuDNN 8.7) is the newest.
     p = queries.plan(bundled(), "Tesla K80", "470.256.02", "torch>=2.1", None)
-    assert (p["possible"], p["torch"], p["cuda"]) == (True, "2.5.1", "11.8")
+    assert (p["possible"], p["torch"], p["cuda"], p["cudnn"]) == (True, "2.3.1", "11.8", "8.7.0.84")
 
 
 def test_plan_respects_the_python_version() -> None:
@@ -524,7 +525,7 @@ def test_the_python_only_route_never_takes_a_build_whose_arch_list_is_unknown() 
 def test_no_torch_alternative_when_the_gpu_itself_needs_a_newer_driver() -> None:
     facts = make_facts(**driver("470.223.02"), gpus=[RTX4090], python_envs=env(torch("2.5.1", "12.4")))
     _status, (f,) = outcome(facts, "framework.cuda_newer_than_driver")
-    assert f.fix is not None and f.fix.summary.startswith("Install NVIDIA driver branch 550")
+    assert f.fix is not None and f.fix.summary.startswith("Install NVIDIA driver branch 580")
     assert "Python environment alone" not in f.fix.summary
 
 

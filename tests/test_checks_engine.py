@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from factories import H100, make_facts, torch_env
+from factories import H100, make_facts, supported_facts, torch_env
 
 from doctor.checks import REGISTRY
 from doctor.model.facts import Facts, LibRef, Package, validate
@@ -100,7 +100,7 @@ def test_no_check_crashes_on_unknown_or_broken_facts(check_id: str, facts: Facts
 
 
 def test_healthy_host_is_ok_in_every_area() -> None:
-    report = diagnose(make_facts())
+    report = diagnose(supported_facts())
     assert report.status == "ok"
     assert {c.status for c in report.checks} <= {"ok", "not_applicable"}
     for area in AREAS:
@@ -111,7 +111,7 @@ def test_healthy_host_is_ok_in_every_area() -> None:
 
 
 def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> None:
-    report = diagnose(make_facts())
+    report = diagnose(supported_facts())
     assert {c.id for c in report.checks if c.status == "not_applicable" and c.area != "Active tests"} == {
         "env.device_order", "container.no_gpu_passthrough", "wsl.driver",
         # no system cuDNN on the healthy host: the cuDNN/toolkit pairing rule has nothing to compare
@@ -119,9 +119,12 @@ def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> N
         "driver.forward_compat",  # the driver's own libcuda is in use
         "toolkit.cuda_home_invalid",  # CUDA_HOME is not set
         "framework.cuda_unavailable",  # only with --deep
-        "image.min_host_driver", "image.env_blocks_gpu", "image.require_cuda", "image.forward_compat",  # --static
-        # the healthy host's R550 is only in NVIDIA's undated list of ended branches (checks/lifecycle.py)
-        "driver.branch_eol"}
+        "image.min_host_driver", "image.env_blocks_gpu", "image.require_cuda", "image.forward_compat"}  # --static
+
+
+def test_the_factory_hosts_r550_is_an_ended_branch_and_warns() -> None:
+    (f,) = [f for f in diagnose(make_facts()).findings if f.code == "driver.branch_eol"]
+    assert f.severity == "warn" and "R550" in f.title
 
 
 def test_report_status_is_the_worst_finding() -> None:

@@ -46,12 +46,28 @@ def test_move_to_respects_the_gpus_last_branch() -> None:
     assert f.fix is not None and "R580" in f.fix.summary and "R620" not in f.fix.summary
 
 
-def test_unknown_driver_skips_and_unlisted_branch_does_not_apply() -> None:
+def test_unknown_driver_skips_and_a_branch_newer_than_the_table_does_not_apply() -> None:
     assert outcome(make_facts(driver__kernel_module=None, driver__userspace=None))[0] == "skipped"
     assert outcome(facts_for("999.1.2"))[0] == "not_applicable"
-    # R550 is only in NVIDIA's undated "previous branches ... are end of life" sentence: not judged.
-    status, _ = outcome(facts_for("550.127.05"))
-    assert status == "not_applicable"
+
+
+def test_a_branch_ended_without_a_date_warns() -> None:
+    # R550 is only in NVIDIA's undated "previous branches ... are end of life" sentence: still ended.
+    _status, (f,) = outcome(facts_for("550.127.05"))
+    assert f.severity == "warn" and "R550 reached end of life (NVIDIA lists it as past its end of life)" in f.title
+    assert "R580" in f.fix.summary
+
+
+def test_a_branch_missing_from_the_table_like_r470_warns() -> None:
+    # R470 (the former LTSB) is no longer in the table: NVIDIA says every branch it does not list has ended.
+    _status, (f,) = outcome(facts_for("470.256.02"))
+    assert f.severity == "warn" and "R470" in f.title and "no longer lists it" in f.title
+
+
+def test_a_jetson_driver_is_outside_the_data_center_lifecycle() -> None:
+    orin = make_facts(driver__kernel_module="540.4.0", driver__userspace="540.4.0", host__arch="aarch64",
+                      host__kernel="5.15.148-tegra", gpus=[])
+    assert outcome(orin)[0] == "not_applicable"
 
 
 def test_wsl_windows_driver_maps_through_nvidias_pairs() -> None:

@@ -52,6 +52,9 @@ def test_the_same_machine_twice_is_no_drift(tmp_path: Path, capsys: pytest.Captu
                    "environment, same findings\n")
 
 
+EOL = "(NVIDIA lists it as past its end of life): it gets no more security or bug fixes"  # both ended, undated
+
+
 def test_a_driver_upgrade_shows_each_changed_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = write_report(tmp_path / "before.json", BEFORE)
     b = write_report(tmp_path / "after.json", upgraded(BEFORE))
@@ -66,7 +69,11 @@ Driver
   package nvidia-driver-550  550.90.07-0ubuntu1 → (none)
   package nvidia-driver-560  (none) → 560.35.03-0ubuntu1
 
-DRIFT: 5 change(s), 0 new and 0 vanished finding(s)
+Findings (failing and warning; + only in {b}, - only in {a})
+  + ! Driver branch R560 reached end of life {EOL}  [driver.branch_eol]
+  - ! Driver branch R550 reached end of life {EOL}  [driver.branch_eol]
+
+DRIFT: 5 change(s), 1 new and 1 vanished finding(s)
 """
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from factories import make_facts
+from factories import supported_facts
 
 from doctor.cli import main
 from doctor.model.facts import Facts
@@ -28,7 +28,7 @@ SBATCH = EXAMPLES / "slurm" / "preflight.sbatch"
 K8S = EXAMPLES / "kubernetes"
 COLLECT = K8S / "collect.sh"
 
-HEALTHY = make_facts()
+HEALTHY = supported_facts()
 NOT_LOADED = replace(HEALTHY, driver=replace(HEALTHY.driver, module_loaded=False, kernel_module=None,
                                              nvml_error="Driver Not Loaded"), gpus=[])
 

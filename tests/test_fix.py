@@ -61,14 +61,17 @@ def shellcheck(paths: list[Path]) -> str:
 # --- the classic failures: what a careful admin expects to read -----------------------------------
 
 
-def test_driver_too_old_for_toolkit_installs_branch_550_server_on_ubuntu():
+def test_driver_too_old_for_toolkit_installs_the_supported_long_term_branch_580_server_on_ubuntu():
+    # CUDA 12.4 asks for R550, which NVIDIA lists as past its end of life: the plan installs the lowest long-term
+    # branch still supported on the day of the snapshot (R580, until 2028-06), and says why.
     plan = plan_for("driver_too_old_for_toolkit")
     drivers = [a for a in plan.actions() if isinstance(a, InstallDriver)]
-    assert drivers == [InstallDriver(550, "proprietary", "5.15.0-105-generic", drivers[0].min_branch, True, None,
-                                     False)]
+    assert drivers == [InstallDriver(580, "proprietary", "5.15.0-105-generic", drivers[0].min_branch, True, None,
+                                     False, True)]
+    assert any("long-term support branch" in n and "R550 is past its end of life" in n for n in plan.notes)
     text = script_for(plan)
     assert "apt_install linux-headers-5.15.0-105-generic" in text
-    assert "apt_install nvidia-driver-550-server" in text
+    assert "apt_install nvidia-driver-580-server" in text
     assert "CUDA toolkit 12.4.1 at /usr/local/cuda-12.4 needs ≥ 525.60.13 (550.54.15 for full support)" in text
     assert "A reboot is needed afterwards" in text
 
@@ -82,14 +85,29 @@ def test_driver_too_old_on_debian12_uses_debians_535_when_it_runs_the_toolkit():
 
 def test_driver_too_old_on_debian11_needs_nvidias_repository():
     text = script_for(plan_for("driver_too_old_for_toolkit", "debian", "11"))
-    assert "cuda_repo" in text and "apt_install cuda-drivers-550" in text
-    assert "Pin: version 550.*" in text  # cuda-drivers-550 alone would drift to newer branches
+    assert "cuda_repo" in text and "apt_install cuda-drivers-580" in text
+    assert "Pin: version 580.*" in text  # cuda-drivers-580 alone would drift to newer branches
 
 
 def test_driver_too_old_on_rhel_uses_the_module_stream():
-    text = script_for(plan_for("driver_too_old_for_toolkit", "rocky", "9.4"))
-    assert "run dnf -y module install -- nvidia-driver:550-dkms" in text
-    assert "dnf_install kernel-devel-5.15.0-105-generic kernel-headers" in text
+    el9 = "5.14.0-427.13.1.el9_4.x86_64"
+    text = script_for(plan_for("driver_too_old_for_toolkit", "rocky", "9.4", host__kernel=el9,
+                               driver__running_kernel=el9))
+    assert "run dnf -y module install -- nvidia-driver:580-dkms" in text
+    assert f"dnf_install kernel-devel-{el9} kernel-headers" in text
+
+
+def test_a_kernel_the_distribution_cannot_package_gets_no_headers_install_but_a_note():
+    # An Ubuntu kernel name on Rocky (or a custom/cloud kernel): no kernel-devel-<that> package can exist.
+    plan = plan_for("driver_too_old_for_toolkit", "rocky", "9.4")
+    (drv,) = [a for a in plan.actions() if isinstance(a, InstallDriver)]
+    assert drv.headers is False
+    assert any("5.15.0-105-generic is not one Rocky Linux 9.4 packages" in n for n in plan.notes)
+    text = script_for(plan)
+    assert "kernel-devel-5.15.0-105-generic" not in text and "no kernel-devel-… package exists" in text
+    custom = "6.1.0-custom"
+    ubuntu = script_for(plan_for("driver_too_old_for_toolkit", host__kernel=custom, driver__running_kernel=custom))
+    assert f"linux-headers-{custom}" not in ubuntu and "no linux-headers-… package exists" in ubuntu
     assert "cuda-rhel9.repo" in text
 
 
@@ -113,12 +131,12 @@ def test_rtx5090_with_cu124_torch_gets_a_build_with_sm120_kernels():
     assert "framework.arch_unsupported" in next(s for s in plan.steps if s.id.startswith("torch")).resolves
 
 
-def test_rtx5090_on_an_old_driver_gets_the_open_570_branch():
+def test_rtx5090_on_an_old_driver_gets_the_open_580_branch_not_the_ended_570():
     plan = plan_for("rtx5090_cu124_torch", driver__kernel_module="550.90.07", driver__userspace="550.90.07")
     (drv,) = [a for a in plan.actions() if isinstance(a, InstallDriver)]
-    assert (drv.branch, drv.flavor, drv.open_required) == (570, "open", True)
-    assert "apt_install nvidia-driver-570-open" in script_for(plan)
-    # Debian has no 570 of its own, and NVIDIA's open packages are not named per branch: a manual step.
+    assert (drv.branch, drv.flavor, drv.open_required) == (580, "open", True)  # R570 PB ended February 2026
+    assert "apt_install nvidia-driver-580-open" in script_for(plan)
+    # Debian has no 580 of its own, and NVIDIA's open packages are not named per branch: a manual step.
     assert "MANUAL" in script_for(plan_for("rtx5090_cu124_torch", "debian", "12", driver__kernel_module="550.90.07",
                                            driver__userspace="550.90.07"))
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-from factories import H100, make_facts, torch_env
+from factories import H100, supported_facts, torch_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +24,7 @@ def two_gpus(**changes: object) -> list:
     return [H100, replace(GPU1, **changes)]  # type: ignore[arg-type]
 
 
-HEALTHY = make_facts(gpus=two_gpus(), host__pci_nvidia_gpus=2)
+HEALTHY = supported_facts(gpus=two_gpus(), host__pci_nvidia_gpus=2)
 NOT_LOADED = replace(HEALTHY, driver=replace(HEALTHY.driver, module_loaded=False, kernel_module=None,
                                              nvml_error="Driver Not Loaded"), gpus=[])
 PCIE_X8 = replace(HEALTHY, gpus=two_gpus(pcie_width_current=8))
@@ -73,7 +73,7 @@ def test_healthy_fleet_is_one_row_per_node_and_exits_0(tmp_path: Path, capsys: p
     first = data["nodes"][0]
     assert (first["status"], first["driver"], first["cuda_driver_api"], first["toolkit"], first["framework"],
             first["gpu_count"], first["gpu_model"]) == (
-        "ok", "550.90.07", "12.4", "12.4.1", "torch 2.5.1+cu124", 2, "NVIDIA H100 80GB HBM3")
+        "ok", "580.95.05", "13.0", "12.4.1", "torch 2.5.1+cu124", 2, "NVIDIA H100 80GB HBM3")
     assert data["groups"] == [] and data["outliers"] == [] and data["errors"] == []
 
 
@@ -101,11 +101,11 @@ def test_text_shows_rows_groups_and_verdict(tmp_path: Path, capsys: pytest.Captu
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[2].split() == ["NODE", "STATUS", "DRIVER", "CUDA", "API", "TOOLKIT", "FRAMEWORK", "GPUS", "PROBLEMS"]
-    assert lines[3].split() == ["node1", "✓", "ok", "550.90.07", "12.4", "12.4.1", "torch", "2.5.1+cu124", "2×",
+    assert lines[3].split() == ["node1", "✓", "ok", "580.95.05", "13.0", "12.4.1", "torch", "2.5.1+cu124", "2×",
                                 "H100", "80GB", "HBM3"]
     assert lines[4].split()[:3] == ["node2", "✗", "fail"] and lines[4].endswith("driver.not_loaded")
     group = out[out.index("Problems"):]
-    assert "✗ 2 node(s):\n      node2, node3\n      ✗ NVIDIA driver 550.90.07 is installed but its kernel module is " \
+    assert "✗ 2 node(s):\n      node2, node3\n      ✗ NVIDIA driver 580.95.05 is installed but its kernel module is " \
            "not loaded" in group
     assert lines[-1] == "NOT READY: 2 of 3 node(s) failing, 0 with warnings, 1 ok"  # 2 GPUs beat the majority's 0
 
@@ -137,8 +137,8 @@ def test_versions_that_differ_from_the_majority_are_outliers(tmp_path: Path,
     assert outliers(data, "cuda-toolkit") == [("12.1.1", ["n6"])]
     assert outliers(data, "gpu-count") == [("1", ["n7"])]
     driver = next(o for o in data["outliers"] if o["kind"] == "driver")
-    assert driver["majority"] == "550.90.07"
-    assert driver["title"] == "driver 535.183.01, while 6 of 7 nodes have driver 550.90.07"
+    assert driver["majority"] == "580.95.05"
+    assert driver["title"] == "driver 535.183.01, while 6 of 7 nodes have driver 580.95.05"
 
 
 def test_more_gpus_than_the_majority_is_not_an_outlier(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,7 +169,7 @@ def test_a_split_without_majority_is_one_line_naming_every_variant(tmp_path: Pat
     (driver,) = [o for o in data["outliers"] if o["kind"] == "driver"]
     assert driver["nodes"] == ["after", "before"] and driver["majority"] is None
     assert "no majority" in driver["title"] and "535.183.01 on after" in driver["title"]
-    assert "550.90.07 on before" in driver["title"]
+    assert "580.95.05 on before" in driver["title"]
 
 
 def test_a_fleet_without_majority_does_not_call_every_node_an_outlier(tmp_path: Path,
@@ -363,8 +363,8 @@ def test_markdown_is_a_table_with_groups_and_outliers(tmp_path: Path, capsys: py
     out = capsys.readouterr().out
     assert out.startswith("## gpu-doctor fleet: NOT READY: 1 of 3 node(s) failing")
     assert "| node | status | driver | cuda api | toolkit | framework | gpus | problems |" in out
-    assert "| c | ❌ fail | 550.90.07 | 12.4 | 12.4.1 | torch 2.5.1+cu124 | none | `driver.not_loaded` |" in out
-    assert "- ❌ **1 node(s)**: c\n  - ❌ NVIDIA driver 550.90.07 is installed but its kernel module is not " \
+    assert "| c | ❌ fail | 580.95.05 | 13.0 | 12.4.1 | torch 2.5.1+cu124 | none | `driver.not_loaded` |" in out
+    assert "- ❌ **1 node(s)**: c\n  - ❌ NVIDIA driver 580.95.05 is installed but its kernel module is not " \
            "loaded (`driver.not_loaded`)" in out
     assert "### Outliers" in out
 

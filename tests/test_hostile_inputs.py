@@ -441,3 +441,22 @@ def test_a_hostile_nvidia_releases_cache_never_blocks_crashes_or_reaches_the_ter
         assert_clean_exit(r)
         assert not terminal_unsafe(r.out), (argv, terminal_unsafe(r.out))
         assert "pwned" not in r.out and "$(touch" not in r.out
+
+
+# --- family 9: the planner's questions (plan --want/--driver/--driver-cuda/--gpu, matrix gpu --platform) ----
+
+PLAN_BITS = ["torch", "tensorflow", "jax", "jax[cuda12]", ">=", "==", "2.16", "12.4", "580", "[", "]", " ", ",",
+             "--", "-rf", "$(id)", "`id`", ";", "\n", "9" * 300]
+
+
+@settings(FAST, max_examples=40)
+@given(want=st.lists(st.one_of(hostile_text, st.sampled_from(PLAN_BITS)), max_size=6).map("".join),
+       level=st.lists(st.one_of(hostile_text, st.sampled_from(PLAN_BITS)), max_size=4).map("".join),
+       gpu=st.sampled_from(["GH200", "Orin (nvgpu)", "Tesla K80", "A100"]),
+       platform=st.sampled_from(["linux-x86_64", "linux-aarch64", "jetson"]))
+def test_hostile_plan_questions(want: str, level: str, gpu: str, platform: str) -> None:
+    ATTACK_COUNTS["plan questions"] += 1
+    r = run_cli(["plan", "--gpu", gpu, "--platform", platform, "--want", want or "torch", "--driver-cuda",
+                 level or "12.4", "--python", "3.12"])
+    assert_clean_exit(r)
+    assert not terminal_unsafe(r.out)

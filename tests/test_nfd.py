@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from factories import make_facts
+from factories import make_facts, supported_facts
 from sysroot import LIBDIR, Link, build, data, driver_libs, pci_gpu, pci_other
 
 from doctor.pipeline import diagnose
@@ -41,11 +41,11 @@ def test_every_line_is_a_valid_namespaced_label_or_a_comment() -> None:
 
 
 def test_a_healthy_node_is_ready_with_its_driver_and_cuda() -> None:
-    got = parse(render(diagnose(make_facts())))
+    got = parse(render(diagnose(supported_facts())))
     assert got[f"{PREFIX}gpu-doctor.ready"] == "true"
     assert got[f"{PREFIX}gpu-doctor.status"] == "ok"
-    assert got[f"{PREFIX}gpu-doctor.driver"] == make_facts().driver.kernel_module
-    assert got[f"{PREFIX}gpu-doctor.cuda"] == make_facts().driver.cuda_driver_api
+    assert got[f"{PREFIX}gpu-doctor.driver"] == supported_facts().driver.kernel_module
+    assert got[f"{PREFIX}gpu-doctor.cuda"] == supported_facts().driver.cuda_driver_api
     assert not any("failing" in k for k in got)
 
 

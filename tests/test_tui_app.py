@@ -114,7 +114,7 @@ async def test_opens_on_the_first_failure_with_evidence_rule_and_fix() -> None:
         assert "torch 2.5.1 needs a newer driver than 470.63.01" in text
         assert "Evidence" in text and "driver.kernel_module = 470.63.01" in text
         assert "Matrix rule" in text and "source: https://docs.nvidia.com/" in text
-        assert "Install NVIDIA driver branch 550" in text and "torch 2.5.1 built for CUDA 11.8" in text
+        assert "Install NVIDIA driver branch 580" in text and "torch 2.5.1 built for CUDA 11.8" in text
         # at 80×24 the pane shows the first lines: the fix comes before the evidence and the rule
         assert text.index("Fix") < text.index("Evidence") < text.index("Matrix rule")
         assert "[1/6] CUDA 12 PyTorch on an R470 driver" in summary(app)
@@ -338,8 +338,9 @@ async def test_fix_for_every_problem_is_the_fix_commands_script_and_copies(tmp_p
         assert isinstance(screen, FixScreen)
         assert screen.script == cli_fix("debian12-535-no-gpu", "apt", tmp_path)  # Debian 12: apt
         # the toolkit needs a newer driver branch; with no GPU on the bus, loading the module is for a person
-        assert "[driver.too_old_for_cuda_runtime] Install NVIDIA driver branch 580" in screen.script
-        assert "[driver.not_loaded] Needs a person" in screen.script
+        assert "driver.too_old_for_cuda_runtime] Install NVIDIA driver branch 580" in screen.script
+        # no GPU on the bus: attaching one is the first step, before the driver
+        assert "1. [driver.not_loaded] First attach an NVIDIA GPU" in screen.script
         assert "[container.no_gpu_passthrough]" not in screen.script  # a VM from a Docker image: no container
         about = str(screen.query_one("#fix-about", Static).render())
         assert about.startswith("gpu-doctor fix --format apt, for every problem: apt for the system, pip for Python")

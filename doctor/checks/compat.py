@@ -24,6 +24,7 @@ from doctor.model.intents import (
     Intent,
     ReinstallFramework,
 )
+from doctor.platforms import infer as infer_platform
 from doctor.queries import driver_floor
 from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 
@@ -290,16 +291,9 @@ def _arch_list(m: Matrix, pkg: PyPackage, aarch64: bool = False) -> tuple[list[s
     return None, None, None
 
 
-_ARM_GPU = ("thor", "orin", "gh200", "gb200", "gb300", "gb10", "jetson", "xavier", "tegra")
-
-
 def _is_aarch64(m: Matrix, facts: Facts) -> bool:
     """An Arm host: said by the facts, or implied by a GPU that only comes with an Arm CPU (Grace, Jetson)."""
-    arch = (facts.host.arch or "").lower()
-    if arch:
-        return arch in ("aarch64", "arm64", "sbsa")
-    return any(w in (g.name or "").lower() for g in facts.gpus for w in _ARM_GPU) or any(
-        (m.gpu(g.name) or {}).get("segment") == "embedded" for g in facts.gpus)
+    return infer_platform(facts, m) in ("linux-aarch64", "jetson")
 
 
 def _cc(arch: str) -> str:

@@ -9,7 +9,7 @@ from doctor.checks.common import ev, finding, frameworks, gpu_present, label, ok
 from doctor.matrix import branch, major_minor
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding, FixStep
-from doctor.model.intents import BlacklistNouveau, InstallDriverBranch, LoadModule, RebuildDkms, ReloadDriver
+from doctor.model.intents import AttachGpu, BlacklistNouveau, InstallDriverBranch, LoadModule, RebuildDkms, ReloadDriver
 from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 
 AREA = "Driver"
@@ -139,7 +139,8 @@ def _not_loaded_fix(facts: Facts) -> dict:
                "the module loads once `lspci -nn | grep -i nvidia` lists it.")
         if facts.host.container:
             fix += " Inside a container, start it on a GPU host with the GPU requested (docker run --gpus all)."
-        return {"fix": fix, "steps": [FixStep(["lspci", "-nn"], risk="safe", note="look for an NVIDIA device")]}
+        return {"fix": fix, "intents": [AttachGpu()],
+                "steps": [FixStep(["lspci", "-nn"], risk="safe", note="look for an NVIDIA device")]}
     if facts.host.container:
         return {"fix": "Load the nvidia module on the container's host (there: `sudo modprobe nvidia`, or reboot).",
                 "steps": []}

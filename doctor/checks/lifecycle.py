@@ -10,6 +10,8 @@ from doctor.checks.common import ev, finding, ok
 from doctor.matrix import Matrix, Row, vtuple
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding
+from doctor.model.intents import InstallDriverBranch
+from doctor.platforms import tegra_board
 from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 
 AREA = "Driver"
@@ -26,17 +28,6 @@ def _today(facts: Facts) -> _dt.date:
         return _dt.date.fromisoformat((facts.collected_at or "")[:10])
     except ValueError:
         return _dt.date.today()
-
-
-def _ended(row: Row, today: _dt.date) -> bool | None:
-    if row.get("end_of_life") is True:
-        return True
-    eol = str(row.get("eol") or "")
-    t = vtuple(eol.replace("-", "."))
-    if len(t) < 2:
-        return None
-    # NVIDIA gives a month: the branch is supported through that month.
-    return (today.year, today.month) > (t[0], t[1])
 
 
 def _month(row: Row) -> str:
@@ -62,11 +53,8 @@ def _move_to(m: Matrix, facts: Facts, current_branch: int, today: _dt.date) -> l
         if arch and arch.get("last_driver_branch"):
             last.append(int(str(arch["last_driver_branch"])))
     cap = min(last) if last else None
-    rows = [r for r in m.rows("cuda", "driver_branch")
-            if r.get("designation") in ("LTSB", "PB") and _ended(r, today) is False
-            and int(str(r["branch"])) > current_branch and (cap is None or int(str(r["branch"])) <= cap)]
-    # Long-term support first, then the nearest branch.
-    return sorted(rows, key=lambda r: (r.get("designation") != "LTSB", int(str(r["branch"]))))
+    # Long-term support first, then the nearest branch (the planner's own order: Matrix.supported_branches).
+    return [r for r in m.supported_branches(today, current_branch + 1, cap) if r.get("designation") in ("LTSB", "PB")]
 
 
 @check("driver.branch_eol", AREA, "The driver branch is still supported (not past the end of life in NVIDIA's "
@@ -76,27 +64,27 @@ def branch_eol(facts: Facts, ctx: Context) -> Iterator[Finding]:
     b, drv = _branch(m, facts)
     if b is None:
         raise Skip(f"the branch of driver {drv} is unknown (a WSL Windows driver outside NVIDIA's known pairs)")
+    if tegra_board(facts, m):
+        raise NotApplicable("a Jetson's driver comes with JetPack (L4T), outside NVIDIA's data-center lifecycle")
     row = m.branch_lifecycle(b)
-    if row is None:
-        raise NotApplicable(f"R{b} is not in NVIDIA's data-center lifecycle table")
     today = _today(facts)
-    ended = _ended(row, today)
+    ended = m.branch_ended(b, today)
+    if row is None and ended is None:
+        raise NotApplicable(f"R{b} is newer than NVIDIA's data-center lifecycle table")
+    listed = row or {"branch": str(b), "end_of_life": True, "source": _unlisted_source(m)}
     evidence = [ev(facts, "driver.kernel_module" if facts.driver.kernel_module else "driver.userspace"),
-                Evidence("compat/cuda.toml:driver_branch", {k: row.get(k) for k in ("branch", "designation", "eol",
-                                                                                     "end_of_life")},
-                         row.get("source"))]
-    kind = _DESIGNATION.get(str(row.get("designation")), "branch")
+                Evidence("compat/cuda.toml:driver_branch", {k: listed.get(k) for k in ("branch", "designation", "eol",
+                                                                                        "end_of_life")},
+                         listed.get("source"))]
+    kind = _DESIGNATION.get(str(listed.get("designation")), "branch")
     if ended is None:
         raise Skip(f"NVIDIA gives no end-of-life date for R{b}")
-    if not row.get("eol"):
-        # Listed only as "previous branches ... are end of life", with no date: not judged here (a follow-up once
-        # the test fleet's healthy host moves off R550).
-        raise NotApplicable(f"NVIDIA lists R{b} among ended branches without a date; only dated ends are judged")
     if not ended:
-        yield ok("driver.branch_eol", f"Driver branch R{b} ({kind}) is supported until {_month(row)}", *evidence)
+        yield ok("driver.branch_eol", f"Driver branch R{b} ({kind}) is supported until {_month(listed)}", *evidence)
         return
     targets = _move_to(m, facts, b, today)
-    when = f"in {_month(row)}" if row.get("eol") else "(NVIDIA lists it as past its end of life)"
+    when = (f"in {_month(listed)}" if listed.get("eol") else "(NVIDIA lists it as past its end of life)" if row
+            else "(NVIDIA's lifecycle table no longer lists it: every branch it does not list is past its end of life)")
     if targets:
         names = " or ".join(f"R{t['branch']} ({_DESIGNATION.get(str(t.get('designation')), '')}, until "
                             f"{_month(t)})" for t in targets[:2])
@@ -107,9 +95,18 @@ def branch_eol(facts: Facts, ctx: Context) -> Iterator[Finding]:
     yield finding(
         "driver.branch_eol", "warn",
         f"Driver branch R{b} reached end of life {when}: it gets no more security or bug fixes",
-        f"NVIDIA's data-center driver lifecycle lists R{b} ({kind}) as end of life {when}. The driver still works, "
+        f"NVIDIA's data-center driver lifecycle: R{b} ({kind}) reached end of life {when}. The driver still works, "
         "but security bulletins after that date are not fixed for it.",
-        evidence, fix=fix)
+        evidence, fix=fix,
+        # Met by any driver step the plan makes anyway (the planner installs supported branches only); on its own
+        # it stays a person's decision.
+        intents=[InstallDriverBranch(who=f"R{b} is past its end of life", supported=True,
+                                     recommended=f"{targets[0]['branch']}" if targets else None)])
+
+
+def _unlisted_source(m: Matrix) -> str | None:
+    """The lifecycle page whose "all other previous driver branches not listed ... are end of life" applies."""
+    return next((r.get("source") for r in m.rows("cuda", "driver_branch") if r.get("end_of_life") is True), None)
 
 
 CHECKS = [branch_eol]

@@ -12,18 +12,23 @@ from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError, positive_seconds
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     if name == "plan":
-        p.description = ("Pick the newest PyTorch build (version, CUDA variant, index URL, cuDNN) that runs on this "
-                         "GPU and driver and satisfies --want, or explain which constraint makes it impossible and "
-                         "what to relax. Offline. Exit 1 when nothing fits.")
+        p.description = ("Pick the newest PyTorch build (version, CUDA variant, index URL, cuDNN) — or TensorFlow or "
+                         "JAX build, when --want names one — that runs on this GPU, platform and driver and satisfies "
+                         "--want, or explain which constraint makes it impossible and what to relax. Offline. Exit 1 "
+                         "when nothing fits.")
         p.add_argument("--gpu", metavar="NAME", action="append",
                        help='GPU name as nvidia-smi prints it (e.g. "H100 80GB HBM3"); repeat it for a machine with '
                             "several kinds: the build must run on every one")
         p.add_argument("--driver", metavar="VERSION", help="installed driver (535 or 535.104.05)")
-        p.add_argument("--want", metavar="SPEC", help="e.g. 'torch>=2.4'")
+        p.add_argument("--driver-cuda", metavar="X.Y",
+                       help="the driver's CUDA level when its version is unknown (nvidia-smi's 'CUDA Version', "
+                            "cuDriverGetVersion, torch's 'found version')")
+        p.add_argument("--want", metavar="SPEC", help="e.g. 'torch>=2.4', 'tensorflow>=2.16', 'jax'")
         p.add_argument("--python", metavar="X.Y", help="the Python version the environment uses")
-        p.add_argument("--platform", default="linux-x86_64",
+        p.add_argument("--platform", default=None,
                        choices=("linux-x86_64", "linux-aarch64", "jetson", "windows", "macos"),
-                       help="where the wheel must run (default linux-x86_64; macOS has no CUDA builds)")
+                       help="where the wheel must run (default: what the GPU implies — GH200/GB200/GB300/GB10 and "
+                            "Jetson Thor are linux-aarch64, other Jetsons jetson — else linux-x86_64)")
         p.add_argument("--json", action="store_true", help="print the plan as JSON")
         return
     p.description = ("Answer from the bundled compatibility matrix (compat/), offline: what a driver runs, what a "
@@ -39,6 +44,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         q = msub.add_parser(what, help=text, description=text)
         q.add_argument("value", metavar=arg)
         q.add_argument("--json", action="store_true", help="print the answer as JSON")
+        if what == "gpu":
+            q.add_argument("--platform", default=None,
+                           choices=("linux-x86_64", "linux-aarch64", "jetson", "windows", "macos"),
+                           help="whose wheels to list (default: what the GPU implies, else linux-x86_64)")
     ref = msub.add_parser("refresh", help="download the PyPI-derived framework rows and NVIDIA's newest releases "
                           "into the user cache",
                           description="Fetch framework rows (torch, tensorflow[and-cuda], jax plugins) from PyPI, and "
@@ -76,8 +85,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     if args.what is None:
         return _status(m, args.json)
     try:
-        answer = {"driver": queries.query_driver, "gpu": queries.query_gpu, "cuda": queries.query_cuda}[args.what](
-            m, args.value)
+        if args.what == "gpu":
+            answer = queries.query_gpu(m, args.value, getattr(args, "platform", None))
+        else:
+            answer = {"driver": queries.query_driver, "cuda": queries.query_cuda}[args.what](m, args.value)
     except queries.QueryError as exc:
         raise UsageError(str(exc)) from None
     answer["matrix"] = m.describe()
@@ -178,17 +189,27 @@ def _gpu_text(a: dict[str, Any]) -> list[str]:
     d = a.get("driver") or {}
     lines = [f"{a['gpu']}: compute capability {a['compute_capability']} ({a['architecture']}, {a['segment']})  "
              f"({a['matrix']})"]
-    if d:
-        lines.append(f"  driver: ≥ {d.get('first') or '?'}" + (f", last branch R{d['last_branch']}"
-                                                              if d.get("last_branch") else ", current branches")
+    if d and d.get("jetpack"):
+        lines.append("  driver: comes with JetPack (Jetson Linux), not a desktop driver branch")
+    elif d:
+        parts = [f"≥ {d['first']}"] if d.get("first") else []
+        parts.append(f"last branch R{d['last_branch']}" if d.get("last_branch") else "current branches")
+        lines.append("  driver: " + ", ".join(parts)
                      + ("" if d.get("open_kernel_module") is None else
-                        f"; open kernel module {'supported' if d['open_kernel_module'] else 'not supported'}"))
+                        "; open kernel module " + ("required" if d.get("open_kernel_module_required") else
+                                                   "supported (from R515)" if d["open_kernel_module"]
+                                                   else "not supported")))
     toolkits = ", ".join(a["toolkits_that_compile_for_it"]) or "none known"
     lines.append(f"  CUDA toolkits that compile for it: {toolkits}")
     if a["torch_builds"]:
         newest = a["torch_builds"][0]
-        lines.append(f"  PyTorch builds with its kernels: {len(a['torch_builds'])} releases, newest "
-                     f"{newest['version']} (CUDA {', '.join(newest['cuda'])})")
+        lines.append(f"  PyTorch {a['platform']} builds with its kernels (and a cuDNN that runs on it): "
+                     f"{len(a['torch_builds'])} releases, newest {newest['version']} "
+                     f"(CUDA {', '.join(newest['cuda'])})")
+    elif a.get("torch_note"):
+        lines.append(f"  PyTorch: {a['torch_note']}")
+    else:
+        lines.append(f"  PyTorch {a['platform']} builds with its kernels: none in the matrix")
     lines.append(f"  forward compatibility (cuda-compat): {'yes' if a['forward_compat_eligible'] else 'no'}")
     return lines
 
@@ -207,10 +228,16 @@ def _cuda_text(a: dict[str, Any]) -> list[str]:
     if a["cudnn"]:
         lines.append("  cuDNN releases supporting it (NVIDIA's support matrix): " + ", ".join(a["cudnn"]))
     if a.get("cudnn_same_major_unverified_minor"):
-        lines.append(f"  cuDNN builds for CUDA {a['cuda'].split('.')[0]}.x (support for this minor not verified): "
-                     + ", ".join(a["cudnn_same_major_unverified_minor"]))
+        lines.append(f"  cuDNN builds for CUDA {a['cuda'].split('.')[0]}.x (known from NVIDIA's nvidia-cudnn wheels on "
+                     "PyPI; support for this minor not verified): " + ", ".join(a["cudnn_same_major_unverified_minor"]))
+    if a["cudnn"] or a.get("cudnn_same_major_unverified_minor"):
+        lines.append("  (PyPI is one channel: NVIDIA's redistributable archives and CUDA repositories carry cuDNN "
+                     "builds PyPI has no wheel for)")
     if a["torch"]:
-        lines.append("  PyTorch builds: " + ", ".join(t["version"] for t in a["torch"]))
+        pypi = [t["version"] for t in a["torch"] if t.get("on_pypi")]
+        lines.append("  PyTorch builds: " + ", ".join(t["version"] for t in a["torch"])
+                     + f" (PyTorch's index {a['torch'][0]['index_url']}"
+                     + (f"; PyPI's default wheel for {', '.join(pypi)})" if pypi else ")"))
     if a["tensorflow"]:
         lines.append("  TensorFlow built with it: " + ", ".join(a["tensorflow"]))
     return lines
@@ -222,37 +249,60 @@ TEXT = {"driver": _driver_text, "gpu": _gpu_text, "cuda": _cuda_text}
 def cmd_plan(args: argparse.Namespace) -> int:
     from doctor import queries
 
-    if not (args.gpu or args.driver or args.want):
-        raise UsageError("plan needs at least one of --gpu, --driver, --want")
+    if not (args.gpu or args.driver or args.want or args.driver_cuda):
+        raise UsageError("plan needs at least one of --gpu, --driver, --driver-cuda, --want")
     m = _matrix()
     try:
-        result = queries.plan(m, args.gpu, args.driver, args.want, args.python, platform=args.platform)
+        result = queries.plan(m, args.gpu, args.driver, args.want, args.python, platform=args.platform,
+                              driver_cuda=args.driver_cuda)
     except queries.QueryError as exc:
         raise UsageError(str(exc)) from None
     result["matrix"] = m.describe()
-    if result["possible"]:
-        lines = [f"torch {result['torch']} built for CUDA {result['cuda']} ({result['rule']})",
-                 f"  {result['install']}"]
-        if result.get("torchvision"):
-            lines.append(f"  torchvision {result['torchvision']} pairs with it")
-        if result.get("torchaudio"):
-            lines.append(f"  torchaudio {result['torchaudio']} pairs with it")
-        if result.get("cudnn"):
-            lines.append(f"  cuDNN {result['cudnn']} comes with the wheel")
-        if result.get("forward_compat"):
-            fc = result["forward_compat"]
-            lines.append(f"  runs on driver {args.driver} of this data-center GPU with NVIDIA's forward-compatibility "
-                         f"package {fc['package']} (without it: driver ≥ {result.get('driver_floor')})")
-        elif result.get("driver_floor") and result.get("driver_floor") != result.get("min_driver"):
-            lines.append(f"  needs driver ≥ {result['driver_floor']} (minor-version compatibility; "
-                         f"≥ {result.get('min_driver')} for full support)")
-        elif result.get("min_driver"):
-            lines.append(f"  needs driver ≥ {result['min_driver']} natively")
-        if result.get("base_image"):
-            lines.append(f"  base image: {result['base_image']['tag']} (or {result['base_image']['runtime']}; "
-                         f"tags: {result['base_image']['source']})")
+    family = result.get("framework", "torch")
+    if not result["possible"]:
+        lines = [f"No {_FAMILY[family]} build fits: {result['why']}"]
+    elif family == "tensorflow":
+        lines = [f"tensorflow {result['tensorflow']} built for CUDA {result['cuda']}, cuDNN {result['cudnn']} "
+                 f"({result['platform']})", f"  {result['install']}", f"  from: {result['channel']}",
+                 f"  needs driver ≥ {result.get('driver_floor') or '?'}", f"  source: {result['source']}"]
+    elif family == "jax":
+        lines = [f"jax {result['jax']} with {result['plugin']} (CUDA {result['cuda_major']}, cuDNN ≥ "
+                 f"{result.get('min_cudnn') or '?'}; {result['platform']})"]
+        if result.get("install"):
+            lines.append(f"  {result['install']}")
+        lines += [f"  from: {result['channel']}", f"  needs driver ≥ {result.get('driver_floor') or '?'}"]
+        if result.get("local"):
+            lines.append(f"  or, with CUDA installed locally: {result['local']}")
         lines.append(f"  source: {result['source']}")
     else:
-        lines = [f"No PyTorch build fits: {result['why']}"]
+        lines = _torch_lines(result, args.driver)
     _print(result, args.json, lines)
     return EXIT_OK if result["possible"] else EXIT_FAIL
+
+
+_FAMILY = {"torch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}
+
+
+def _torch_lines(result: dict[str, Any], driver: str | None) -> list[str]:
+    lines = [f"torch {result['torch']} built for CUDA {result['cuda']} ({result['rule']}; {result['platform']})",
+             f"  {result['install']}", f"  from: {result['channel']}"]
+    if result.get("torchvision"):
+        lines.append(f"  torchvision {result['torchvision']} pairs with it")
+    if result.get("torchaudio"):
+        lines.append(f"  torchaudio {result['torchaudio']} pairs with it")
+    if result.get("cudnn"):
+        lines.append(f"  cuDNN {result['cudnn']} comes with the wheel (NVIDIA's nvidia-cudnn wheel on PyPI)")
+    if result.get("forward_compat"):
+        fc = result["forward_compat"]
+        lines.append(f"  runs on driver {driver} of this data-center GPU with NVIDIA's forward-compatibility "
+                     f"package {fc['package']} (without it: driver ≥ {result.get('driver_floor')})")
+    elif result.get("driver_floor") and result.get("driver_floor") != result.get("min_driver"):
+        lines.append(f"  needs driver ≥ {result['driver_floor']} (minor-version compatibility; "
+                     f"≥ {result.get('min_driver')} for full support)")
+    elif result.get("min_driver"):
+        lines.append(f"  needs driver ≥ {result['min_driver']} natively")
+    if result.get("base_image"):
+        lines.append(f"  base image: {result['base_image']['tag']} (or {result['base_image']['runtime']}; "
+                     f"tags: {result['base_image']['source']})")
+    lines.append(f"  source: {result['source']}")
+    return lines

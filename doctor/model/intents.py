@@ -70,6 +70,16 @@ class InstallDriverBranch(Intent):
     gpu: str | None = None
     last_branch: int | None = None
     flavor: str | None = None
+    supported: bool = False  # the need is only "a supported branch": met by a driver step planned for another need
+
+
+@dataclass(frozen=True)
+class AttachGpu(Intent):
+    """No NVIDIA GPU on the PCI bus: nothing else can help until one is attached (the plan's first step)."""
+
+    @property
+    def python_only(self) -> bool:
+        return True  # a person's step, in every format
 
 
 @dataclass(frozen=True)
@@ -150,7 +160,7 @@ class OnlyIfWanted(Intent):
 
 INTENTS: tuple[type[Intent], ...] = (ReinstallFramework, InstallDriverBranch, InstallCudaCompat, LoadModule,
                                      RebuildDkms, BlacklistNouveau, ReloadDriver, InstallToolkit, InstallCudnn,
-                                     InstallContainerToolkit, UnsetEnvVar, Manual, OnlyIfWanted)
+                                     InstallContainerToolkit, UnsetEnvVar, Manual, OnlyIfWanted, AttachGpu)
 
 
 def from_dict(data: dict[str, Any]) -> Intent | None:

@@ -36,6 +36,7 @@ class InstallDriver(Action):
     server: bool = False  # a data-center GPU: distributions' -server driver flavour where they have one
     max_branch: int | None = None  # the GPU architecture's last supported branch (legacy GPUs)
     open_required: bool = False  # the architecture works only with the open kernel module (Blackwell)
+    headers: bool | None = None  # False: the distribution has no headers package for ``kernel`` (a custom kernel)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class LoadModule(Action):
 @dataclass(frozen=True)
 class RebuildDkms(Action):
     kernel: str
+    headers: bool | None = None  # False: the distribution has no headers package for ``kernel`` (a custom kernel)
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,10 @@ apt_hold() {
 """
 
 
-def headers(kernel: str | None) -> list[str]:
+def headers(kernel: str | None, packaged: bool | None = None) -> list[str]:
+    if kernel and packaged is False:
+        return ["# no linux-headers-… package exists for the running kernel (a custom or cloud kernel): install the",
+                "# headers it was built with yourself, or boot a distribution kernel, before the module can build"]
     if kernel and fits("kernel", kernel):
         return [f"apt_install {q('linux-headers-' + kernel)}"]
     if kernel:
@@ -177,7 +180,7 @@ def render(action: Action, plan: FixPlan) -> list[str] | None:
         return [*blacklist_nouveau(), 'if [ "$CHANGED" = 1 ] || grep -q "^nouveau " /proc/modules 2>/dev/null; then',
                 "  run update-initramfs -u", "fi"]
     if isinstance(action, RebuildDkms):
-        return [*headers(action.kernel), *dkms(action.kernel)]
+        return [*headers(action.kernel, action.headers), *dkms(action.kernel)]
     if isinstance(action, LoadModule):
         return load_module(action)
     if isinstance(action, PinDriverBranch):
@@ -205,7 +208,7 @@ def _driver(a: InstallDriver, plan: FixPlan) -> list[str]:
             "gpu-doctor prints none here); lock the branch as its 'Version locking' section says.",
             [f"see https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/ ({repo_distro(plan)})"]))
     source, pkgs = picked
-    out = [*headers(a.kernel)]
+    out = [*headers(a.kernel, a.headers)]
     if source == "debian":
         native = DEBIAN_BRANCH[_major(plan.os_version)]
         out.append(say(f"Debian {_major(plan.os_version)} packages driver branch {native} (non-free), which runs "

@@ -108,7 +108,10 @@ def _major(plan: FixPlan) -> str:
     return (plan.os_version or "").split(".", 1)[0]
 
 
-def headers(kernel: str | None) -> list[str]:
+def headers(kernel: str | None, packaged: bool | None = None) -> list[str]:
+    if kernel and packaged is False:
+        return ["# no kernel-devel-… package exists for the running kernel (a custom or cloud kernel): install the",
+                "# headers it was built with yourself, or boot a distribution kernel, before the module can build"]
     if kernel and fits("kernel", kernel):
         return [f"dnf_install {q('kernel-devel-' + kernel)} kernel-headers"]
     if kernel:
@@ -123,7 +126,7 @@ def stream(a: InstallDriver) -> str:
 def render(action: Action, plan: FixPlan) -> list[str] | None:
     if isinstance(action, InstallDriver):
         s = stream(action)
-        return ["cuda_repo", "epel", *headers(action.kernel),
+        return ["cuda_repo", "epel", *headers(action.kernel, action.headers),
                 "if installed nvidia-driver && rpm -q --qf '%{VERSION}' nvidia-driver | "
                 f"grep -q '^{action.branch}\\.'; then",
                 f"  say {q(f'NVIDIA driver branch {action.branch} is installed')}",
@@ -150,7 +153,7 @@ def render(action: Action, plan: FixPlan) -> list[str] | None:
                 'if [ "$CHANGED" = 1 ] || grep -q "^nouveau " /proc/modules 2>/dev/null; then',
                 "  run dracut --force", "fi"]
     if isinstance(action, RebuildDkms):
-        return ["epel", *headers(action.kernel), *apt.dkms(action.kernel)]
+        return ["epel", *headers(action.kernel, action.headers), *apt.dkms(action.kernel)]
     if isinstance(action, LoadModule):
         return apt.load_module(action)
     if isinstance(action, PinDriverBranch):
