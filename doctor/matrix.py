@@ -10,19 +10,25 @@ import contextlib
 import datetime as _dt
 import hashlib
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from doctor.safeio import small_int
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+
+def _toml() -> Any:
+    """tomllib, imported only when a TOML file must be parsed (the compiled JSON copy is what `check` reads)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib
 
 
 Row = dict[str, Any]
@@ -315,7 +321,7 @@ def compile_matrix() -> dict[str, Any]:
         except FileNotFoundError:
             continue
         out["sha256"][name] = hashlib.sha256(raw).hexdigest()
-        out["data"][name] = tomllib.loads(raw.decode("utf-8"))
+        out["data"][name] = _toml().loads(raw.decode("utf-8"))
     return out
 
 
@@ -344,6 +350,7 @@ def bundled() -> Matrix:
         if compiled.get("sha256", {}).get(name) == hashlib.sha256(raw).hexdigest():
             data[name] = compiled["data"][name]
             continue
+        tomllib = _toml()
         try:
             data[name] = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -439,11 +446,24 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
     return Verdict(False, "too-old", why, [r for r in (need, mvc) if r])
 
 
+REFRESH_CACHE_FILE = "pypi-rows.json"  # what `gpu-doctor matrix refresh` writes, in refresh_cache_dir()
+
+
+def refresh_cache_dir(env: dict[str, str] | None = None) -> Path:
+    """$XDG_CACHE_HOME/gpu-doctor, else ~/.cache/gpu-doctor (a relative XDG path is ignored, per the spec)."""
+    env = dict(os.environ) if env is None else env
+    base = env.get("XDG_CACHE_HOME", "")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "gpu-doctor"
+
+
 @cache
 def current() -> Matrix:
     """The bundled matrix, plus PyPI-derived framework releases from `gpu-doctor matrix refresh` that the
     bundle does not have yet (hand-reviewed rows always win). Reads a local cache file; never the network."""
     base = bundled()
+    if not (refresh_cache_dir() / REFRESH_CACHE_FILE).exists():
+        return base  # no refresh was ever run: the refresh module and its imports are not needed
     try:
         from doctor.refresh import load_cached
 

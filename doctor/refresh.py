@@ -33,14 +33,14 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from doctor import __version__
-from doctor.matrix import major_minor
+from doctor.matrix import REFRESH_CACHE_FILE, major_minor, refresh_cache_dir
 from doctor.safeio import load_json, read_file
 
 SIMPLE_URL = "https://pypi.org/simple/{name}/"
 PROJECT_URL = "https://pypi.org/pypi/{name}/json"
 RELEASE_URL = "https://pypi.org/pypi/{name}/{version}/json"  # PyPI's per-release JSON API
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
-CACHE_FILE = "pypi-rows.json"
+CACHE_FILE = REFRESH_CACHE_FILE
 SCHEMA = 1
 NEWEST = 8  # releases per package: bounds the traffic of one refresh to a few dozen small files
 WHEEL_TRIES = 3  # wheels of one release whose metadata we try before giving up on the release
@@ -92,11 +92,8 @@ class RefreshResult:
 
 
 def default_cache_dir(env: dict[str, str] | None = None) -> Path:
-    """$XDG_CACHE_HOME/gpu-doctor, else ~/.cache/gpu-doctor (a relative XDG path is ignored, per the spec)."""
-    env = dict(os.environ) if env is None else env
-    base = env.get("XDG_CACHE_HOME", "")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
-    return root / "gpu-doctor"
+    """$XDG_CACHE_HOME/gpu-doctor, else ~/.cache/gpu-doctor (one definition, in doctor.matrix, which reads it)."""
+    return refresh_cache_dir(env)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -115,7 +115,7 @@ def test_a_snapshot_without_active_results_makes_the_active_checks_not_applicabl
 
 
 def test_every_active_finding_code_is_listed_by_a_registered_check(two_slow_gpus: Outcome) -> None:
-    listed = {code for c in REGISTRY for code in c.codes}
+    listed = {code for c in REGISTRY for code in c.all_codes}
     for code in ("gpu.smoke", "gpu.underperforming", "gpu.throttling", "gpu.hang", "oom.refused", "oom.capacity",
                  "multigpu.peer_bandwidth", "multigpu.nccl_bandwidth", "gpu.burn_faulty", "gpu.dcgm_failed",
                  "framework.cpu_only_build", "gpu.kernel_failed", "oom.batch_size"):

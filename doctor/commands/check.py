@@ -201,7 +201,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     if args.list_checks:
         for c in REGISTRY:
-            codes = f" Codes: {', '.join(c.codes)}." if c.codes != (c.id,) else ""
+            codes = f" Codes: {', '.join(c.all_codes)}." if c.all_codes != (c.id,) else ""
             print(f"{c.id:<34} {c.area:<20} {c.summary}{codes}")
         return EXIT_OK
     selected = None

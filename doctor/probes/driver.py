@@ -172,28 +172,45 @@ DPKG_STATUS_CAP = 512 * 1024 * 1024  # streamed; a desktop with 5,000 packages h
 
 
 def _dpkg_driver_stanzas(host: Host) -> str | None:
-    """The stanzas of dpkg's status file that may be driver packages, streamed: the file is often larger
-    than one read's cap, and a package past a cut must not silently vanish. None when unreadable."""
+    """The stanzas of dpkg's status file that may be driver packages, read in large blocks: the file is often
+    larger than one read's cap, and a package past a cut must not silently vanish. Each block is searched for
+    its "Package:" lines with one regular expression; only a driver package's stanza is decoded and kept.
+    None when unreadable."""
     kept: list[str] = []
-    stanza: list[str] = []
+    tail = b""
     try:
-        for line in host.iter_lines("/var/lib/dpkg/status", DPKG_STATUS_CAP):
-            if line.strip():
-                stanza.append(line)
+        for block in host.iter_blocks("/var/lib/dpkg/status", DPKG_STATUS_CAP):
+            buf = tail + block
+            cut = buf.rfind(b"\n\n")
+            if cut < 0 and len(buf) < _DPKG_STANZA_CAP:
+                tail = buf  # one stanza still open: it continues in the next block
                 continue
-            if _driver_stanza(stanza):
-                kept.append("".join(stanza))
-            stanza = []
+            cut = len(buf) if cut < 0 else cut
+            kept += _driver_stanzas(buf[:cut])
+            tail = buf[cut + 2:]
     except (OSError, ValueError):
         return None
-    if _driver_stanza(stanza):
-        kept.append("".join(stanza))
+    kept += _driver_stanzas(tail)
     return "\n".join(kept)
 
 
-def _driver_stanza(lines: list[str]) -> bool:
-    name = next((x[8:].strip() for x in lines if x[:8].lower() == "package:"), None)
-    return bool(name and DRIVER_PACKAGE.match(name))
+_DPKG_STANZA_CAP = 16 * 1024 * 1024  # no real stanza comes near this; a file without blank lines stays bounded
+# A literal first character lets the regex engine skip ahead in C; "^" with MULTILINE would try every byte.
+_DPKG_PACKAGE = re.compile(rb"\n(?i:package):[ \t]*(\S+)")
+
+
+def _driver_stanzas(chunk: bytes) -> list[str]:
+    """The whole stanzas of ``chunk`` whose package is a driver package."""
+    chunk = b"\n" + chunk  # the first stanza's "Package:" line starts the chunk
+    out = []
+    for m in _DPKG_PACKAGE.finditer(chunk):
+        if not DRIVER_PACKAGE.match(m.group(1).decode("utf-8", "replace")):
+            continue
+        start = chunk.rfind(b"\n\n", 0, m.start() + 1) + 2
+        end = chunk.find(b"\n\n", m.end())
+        stanza = chunk[max(start, 1): len(chunk) if end < 0 else end]
+        out.append(stanza.decode("utf-8", "replace").strip("\n") + "\n")
+    return out
 
 
 def _packages(host: Host, rec: Recorder) -> list[Package]:

@@ -83,15 +83,79 @@ def target_pythons(host: Host, requested: list[str], rec: Recorder | None = None
 
 
 def _python_on_path(host: Host, mine: Any) -> tuple[str, str] | None:
-    """The first python3 (else python) on PATH that is not in gpu-doctor's own environment."""
+    """The first python3 (else python) on PATH that is not in gpu-doctor's own environment.
+
+    A pyenv shim is resolved to the interpreter it would run, as pyenv itself decides (see _pyenv_target): a
+    shim is a shell script that starts `pyenv exec`, half a second of shell on the probe's critical path."""
     for name in ("python3", "python"):
         for d in (host.getenv("PATH") or "/usr/local/bin:/usr/bin:/bin").split(os.pathsep):
             if not d:
                 continue
             exe = host.which(f"{d.rstrip('/')}/{name}")
-            if exe and host.path(exe).is_file() and not mine(os.path.dirname(os.path.dirname(exe))):
+            if not exe or not host.path(exe).is_file():
+                continue
+            target = _pyenv_target(host, exe, name)
+            if target == _SYSTEM:
+                continue  # pyenv's "system" version: the next python3 on PATH, as `pyenv exec` finds it
+            exe = target or exe
+            if not mine(os.path.dirname(os.path.dirname(exe))):
                 return exe, "PATH"
     return None
+
+
+_SYSTEM = "system"
+_SHIM_MAX = 4096  # a pyenv shim is a dozen lines of shell
+
+
+def _pyenv_target(host: Host, exe: str, name: str) -> str | None:
+    """The interpreter a pyenv shim runs; _SYSTEM for pyenv's "system" version; None when ``exe`` is not a
+    shim or its version cannot be resolved without pyenv itself (then the shim runs, slowly but rightly).
+
+    pyenv's order (pyenv-version-name, pyenv-version-file): $PYENV_VERSION, else the nearest .python-version
+    from the current directory ($PYENV_DIR) upwards, else $PYENV_ROOT/version; each names one or more versions
+    (the first installed one wins), installed under $PYENV_ROOT/versions/<version>."""
+    try:
+        head = host.read_text(exe, _SHIM_MAX)
+    except (OSError, ValueError):
+        return None
+    if not head.startswith("#!") or "pyenv" not in head or " exec " not in head:
+        return None
+    m = re.search(r'^export PYENV_ROOT="([^"\n]+)"', head, re.MULTILINE)
+    root = m.group(1) if m else (host.getenv("PYENV_ROOT") or os.path.dirname(os.path.dirname(exe)))
+    names = _pyenv_version_names(host, root)
+    for version in names:
+        if version == _SYSTEM:
+            return _SYSTEM
+        if "/" in version or version in (".", ".."):
+            return None  # a path or an odd name: pyenv decides those itself
+        candidate = f"{root.rstrip('/')}/versions/{version}/bin/{name}"
+        if host.path(candidate).is_file():
+            return candidate
+    return None
+
+
+def _pyenv_version_names(host: Host, root: str) -> list[str]:
+    chosen = host.getenv("PYENV_VERSION")
+    if chosen:
+        return [v for v in chosen.split(":") if v]
+    directory = host.getenv("PYENV_DIR") or (os.getcwd() if host.live else "/")
+    for _ in range(64):  # the directory's ancestors, up to the root
+        names = _version_file(host, f"{directory.rstrip('/')}/.python-version")
+        if names:
+            return names
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return _version_file(host, f"{root.rstrip('/')}/version") or [_SYSTEM]
+
+
+def _version_file(host: Host, path: str) -> list[str]:
+    """The versions a pyenv version file names (words; '#' comments ignored), [] when absent or empty."""
+    text = host.try_read(path, _SHIM_MAX)
+    if not text:
+        return []
+    return [w for line in text.splitlines() if not line.lstrip().startswith("#") for w in line.split()]
 
 
 def interpreter_of(host: Host, path: str) -> str:
