@@ -9,6 +9,7 @@ from typing import Any
 from doctor.facts import Facts
 from doctor.findings import SEVERITY_RANK, Finding
 from doctor.registry import Check, Context
+from doctor.safeio import lazy_compile
 
 REPORT_SCHEMA = "gpu-doctor.report/v1"
 # A machine is called ready only when a check about the driver, the GPUs, the frameworks or an active test
@@ -114,7 +115,7 @@ def collected_by_probes(facts: Facts) -> bool:
 
 
 # A skip reason that names where this machine's probes look: true of a probed machine, wrong for a report.
-_LOCAL_PROBE = re.compile(r"/proc|/sys|/lib/modules|EFI|mokutil|NVML|nvidia-smi|not probed|unreadable|readable")
+_LOCAL_PROBE = lazy_compile(r"/proc|/sys|/lib/modules|EFI|mokutil|NVML|nvidia-smi|not probed|unreadable|readable")
 
 
 def replayed_reason(reason: str | None) -> str | None:

@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from doctor.facts import Facts
-from doctor.safeio import small_int
+from doctor.safeio import lazy_compile, small_int
 
 EXPLAIN_SCHEMA = "gpu-doctor.explain/v1"
 MAX_TEXT = 1_000_000  # a pasted log longer than this keeps its head and tail: the error lines are there
@@ -186,9 +186,9 @@ def _unknowable(v: CauseVerdict, facts: Facts | None) -> CauseVerdict:
 # --- what the message itself says ---------------------------------------------------------------
 
 _SIZE = r"([\d.]+) (B|bytes|KiB|MiB|GiB|TiB)"
-_OOM_NEW = re.compile(rf"Tried to allocate {_SIZE}\. GPU (\d+) has a total capac\w* of {_SIZE} of which {_SIZE} is "
+_OOM_NEW = lazy_compile(rf"Tried to allocate {_SIZE}\. GPU (\d+) has a total capac\w* of {_SIZE} of which {_SIZE} is "
                       rf"free\.(?: Including non-PyTorch memory, this process has {_SIZE} memory in use\.)?")
-_OOM_OLD = re.compile(rf"Tried to allocate {_SIZE} \(GPU (\d+); {_SIZE} total capacity; {_SIZE} already allocated; "
+_OOM_OLD = lazy_compile(rf"Tried to allocate {_SIZE} \(GPU (\d+); {_SIZE} total capacity; {_SIZE} already allocated; "
                       rf"{_SIZE} free; {_SIZE} reserved in total by PyTorch\)")
 _UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 

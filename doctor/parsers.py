@@ -13,9 +13,13 @@ import functools
 import json
 import re
 import shlex
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from doctor.safeio import lazy_compile
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 __all__ = [
     "cuda_version_from_int",
@@ -292,6 +296,8 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any]:
 
 def _root_children(text: str) -> list[ET.Element] | None:
     """The complete children of <nvidia_smi_log>, in order; None if the text is not such a log."""
+    import xml.etree.ElementTree as ET  # only when nvidia-smi's XML is read (no NVML answer)
+
     parser = ET.XMLPullParser(events=("start", "end"))
     try:
         parser.feed(text)
@@ -476,7 +482,7 @@ def _smi_mig_device(mig: ET.Element) -> dict[str, Any]:
 
 # --- frameworks --------------------------------------------------------------------------------
 
-_ASSIGNMENT = re.compile(r"^([A-Za-z_]\w{0,63})[ \t]*(?::[^=\n]*)?=([^\n]*)$", re.MULTILINE)
+_ASSIGNMENT = lazy_compile(r"^([A-Za-z_]\w{0,63})[ \t]*(?::[^=\n]*)?=([^\n]*)$", re.MULTILINE)
 
 
 def _assignments(text: str) -> dict[str, str | None]:
@@ -581,7 +587,7 @@ def _str_or_none(value: Any) -> str | None:
 
 # --- system ------------------------------------------------------------------------------------
 
-_OS_RELEASE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OS_RELEASE_KEY = lazy_compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @_never_raise(dict)
@@ -610,13 +616,13 @@ def _shell_value(raw: str) -> str:
         return raw.strip("\"'")
 
 
-_XID = re.compile(
+_XID = lazy_compile(
     r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-9A-Fa-f])?)\):?"
     r"[ \t]*(\d{1,5})[ \t]*,?[ \t]*([^\r\n]*)"
 )
 # R470+ insert "pid=1234, name=python, " (or "pid='<unknown>', name=<unknown>, ") before the text.
-_XID_PID = re.compile(r"^pid=(?:'[^']*'|[^,\s]*)\s*,\s*")
-_XID_NAME = re.compile(r"^name=[^,]*,\s*")
+_XID_PID = lazy_compile(r"^pid=(?:'[^']*'|[^,\s]*)\s*,\s*")
+_XID_NAME = lazy_compile(r"^name=[^,]*,\s*")
 
 
 @_never_raise(list)
@@ -637,7 +643,7 @@ def parse_xid_lines(text: str) -> list[dict[str, Any]]:
     return events
 
 
-_LDCONFIG_LINE = re.compile(r"^[ \t]*(\S+)[ \t]+\(([^)\n]*)\)[ \t]*=>([^\n]*)$", re.MULTILINE)
+_LDCONFIG_LINE = lazy_compile(r"^[ \t]*(\S+)[ \t]+\(([^)\n]*)\)[ \t]*=>([^\n]*)$", re.MULTILINE)
 
 
 @_never_raise(list)

@@ -5,10 +5,10 @@ brings, and the planner that picks the newest working combination. Pure: data in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:  # packaging costs ~50 ms to import: only the queries that compare specifiers import it
+    from packaging.specifiers import SpecifierSet
 
 from doctor.matrix import Matrix, Row, cuda_in, driver_meets, driver_runs_cuda, is_branch, major_minor, vtuple
 
@@ -184,6 +184,9 @@ def python_ok(row: Row, python: str | None) -> bool:
     spec = row.get("python_wheels") or row.get("python")
     if not spec:
         return True
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(".".join(python.split(".")[:2])) in SpecifierSet(spec)
     except (InvalidSpecifier, InvalidVersion):
@@ -359,6 +362,8 @@ def _spec(text: str | None) -> SpecifierSet | None:
             body = body[len(name):].strip()
     if not body:
         return None
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         return SpecifierSet(body if body[0] in "<>=!~" else f"=={body}")
     except InvalidSpecifier:
@@ -366,6 +371,8 @@ def _spec(text: str | None) -> SpecifierSet | None:
 
 
 def _in_spec(version: str, spec: SpecifierSet) -> bool:
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(version) in spec
     except InvalidVersion:

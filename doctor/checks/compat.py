@@ -24,6 +24,7 @@ from doctor.intents import (
 from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.queries import driver_floor
 from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.safeio import lazy_compile
 
 
 def _matrix(ctx: Context) -> Matrix:
@@ -623,7 +624,7 @@ def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
 
 SHADOWABLE = {"libcudnn": "nvidia-cudnn", "libcublas": "nvidia-cublas"}
 # CUDA 12 wheels are named nvidia-cudnn-cu12 / nvidia-cublas-cu12; the CUDA 13 ones nvidia-cudnn-cu13 / nvidia-cublas.
-_WHEEL = re.compile(r"^(nvidia-cudnn|nvidia-cublas)(?:-cu\d+)?$")
+_WHEEL = lazy_compile(r"^(nvidia-cudnn|nvidia-cublas)(?:-cu\d+)?$")
 
 
 def _older_toolkit_on_ld_path(facts: Facts, env: PythonEnv, ld_dirs: list[str]) -> str | None:

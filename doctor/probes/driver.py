@@ -9,9 +9,10 @@ from doctor import parsers
 from doctor.facts import DriverInfo, Gpu, GpuProcess, LoaderInfo, MigDevice, Package, XidEvent
 from doctor.host import Host
 from doctor.probes.base import Recorder, own_python, run_python_child
+from doctor.safeio import lazy_compile
 
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
-DRIVER_PACKAGE = re.compile(
+DRIVER_PACKAGE = lazy_compile(
     r"^(nvidia|libnvidia|libcuda|cuda-drivers|cuda-compat|xserver-xorg-video-nvidia|kmod-nvidia|akmod-nvidia|"
     r"xorg-x11-drv-nvidia|"
     r"firmware-nvidia|linux-modules-nvidia|linux-objects-nvidia|cudnn|libcudnn|nvidia-container)"
@@ -138,7 +139,7 @@ def _secure_boot(host: Host, rec: Recorder) -> bool | None:
     return None
 
 
-_MODULE_FILE = re.compile(r"^nvidia\.ko(\.(xz|zst|gz))?$")
+_MODULE_FILE = lazy_compile(r"^nvidia\.ko(\.(xz|zst|gz))?$")
 
 
 def _module_installed(host: Host, kernel: str | None) -> bool | None:
@@ -196,7 +197,7 @@ def _dpkg_driver_stanzas(host: Host) -> str | None:
 
 _DPKG_STANZA_CAP = 16 * 1024 * 1024  # no real stanza comes near this; a file without blank lines stays bounded
 # A literal first character lets the regex engine skip ahead in C; "^" with MULTILINE would try every byte.
-_DPKG_PACKAGE = re.compile(rb"\n(?i:package):[ \t]*(\S+)")
+_DPKG_PACKAGE = lazy_compile(rb"\n(?i:package):[ \t]*(\S+)")
 
 
 def _driver_stanzas(chunk: bytes) -> list[str]:
