@@ -18,6 +18,8 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
+from doctor.parsers import cudnn_version
+
 if TYPE_CHECKING:  # the active tests' facts are read only from a snapshot that has them (see _hints)
     from doctor.facts_active import ActiveFacts
 
@@ -163,6 +165,12 @@ class DeepResult:
     cuda: str | None = None
     cudnn: str | None = None
     arch_list: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        # One representation of a cuDNN version: torch answers an integer (92400), and a snapshot of an
+        # earlier release may hold it undecoded.
+        if self.cudnn is not None:
+            object.__setattr__(self, "cudnn", cudnn_version(self.cudnn))
 
 
 @dataclass(frozen=True)

@@ -269,6 +269,12 @@ class FrameworkRun:
     last_step: str | None = None
     end: ActiveEnd | None = None
 
+    def __post_init__(self) -> None:
+        if self.cudnn is not None:  # one representation of a cuDNN version (torch answers 92400)
+            from doctor.parsers import cudnn_version
+
+            object.__setattr__(self, "cudnn", cudnn_version(self.cudnn))
+
 
 @dataclass(frozen=True)
 class FrameworkTest:

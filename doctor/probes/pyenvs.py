@@ -221,7 +221,7 @@ def _deepen(host: Host, rec: Recorder, exe: str, pkg: PyPackage, timeout: float)
         device_count=_int(raw.get("device_count")),
         error=_str(raw.get("error")),
         cuda=_s(raw.get("cuda")),
-        cudnn=_s(raw.get("cudnn")),
+        cudnn=parsers.cudnn_version(raw.get("cudnn")),  # torch answers 92400 for cuDNN 9.24.0
         arch_list=_strs(raw.get("arch_list")),
     )
     return replace(pkg, deep=result, arch_list=_strs(raw.get("arch_list")) or pkg.arch_list,
@@ -238,7 +238,6 @@ def _s(value: Any) -> str | None:
 def packages_from_raw(raw: list[dict[str, Any]]) -> list[PyPackage]:
     """Turn what the child found into facts: the build's CUDA, its cuDNN, CPU-only or not."""
     names = {p.get("name") for p in raw}
-    by_name = {p.get("name"): p for p in raw}
     out = []
     for p in raw:
         name = str(p.get("name"))
@@ -254,7 +253,9 @@ def packages_from_raw(raw: list[dict[str, Any]]) -> list[PyPackage]:
                 cpu_only = info.get("cuda") is None and info.get("hip") is None
             elif local == "cpu":
                 cpu_only = True
-            cudnn = _wheel_version(by_name, r"nvidia-cudnn-cu\d+")
+            # The cuDNN torch was built with is the one its wheel metadata pins, not whichever cuDNN wheel the
+            # environment holds (a second one may have overwritten it: that is what the checks must see).
+            cudnn = _pinned(p.get("requires"), "nvidia-cudnn-cu")
         elif name in ("tensorflow", "tensorflow-gpu", "tf-nightly", "tensorflow-cpu"):
             info = parsers.parse_tf_build_info(files.get("tensorflow/python/platform/build_info.py", ""))
             cuda, cudnn = info.get("cuda"), info.get("cudnn")
@@ -298,8 +299,16 @@ def packages_from_raw(raw: list[dict[str, Any]]) -> list[PyPackage]:
     return sorted(out, key=lambda x: x.name)
 
 
-def _wheel_version(by_name: dict[Any, dict[str, Any]], pattern: str) -> str | None:
-    for name, p in by_name.items():
-        if re.fullmatch(pattern, str(name)):
-            return _s(p.get("version"))
+_PIN = re.compile(r"(?i)(nvidia-[a-z0-9-]{1,40}?)\s*(?:\[[^\]]{0,80}\])?\s*\(?\s*===?\s*([0-9][0-9.]{0,40})")
+
+
+def _pinned(requires: Any, prefix: str) -> str | None:
+    """The version a wheel's Requires-Dist pins for the nvidia-* wheel whose name starts with ``prefix``
+    ("nvidia-cudnn-cu12 (==9.1.0.70) ; platform_system == 'Linux'" or "nvidia-cudnn-cu13==9.13.0.50; …")."""
+    if not isinstance(requires, list):
+        return None
+    for line in requires:
+        m = _PIN.match(line) if isinstance(line, str) else None
+        if m and m.group(1).lower().startswith(prefix):
+            return m.group(2).rstrip(".")
     return None
