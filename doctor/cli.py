@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    import signal
+
     from doctor import children, safeio
 
     _tolerant_streams()
@@ -118,7 +120,10 @@ def _main(argv: list[str] | None) -> int:
         print(f"gpu-doctor: error: {safeio.display(str(exc), line=True)}", file=sys.stderr)
         return EXIT_USAGE
     except children.Terminated as exc:
-        print(f"gpu-doctor: stopped by signal {exc.signum}", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            print(f"gpu-doctor: stopped by signal {exc.signum}", file=sys.stderr)
+        if exc.signum == getattr(signal, "SIGHUP", None):
+            detach_from_terminal()
         return 128 + exc.signum
     except BrokenPipeError:
         _silence_stdout()  # the reader went away (`| head`): nothing more to say, and nothing at exit either
@@ -165,6 +170,18 @@ def _silence_stdout() -> None:
         os.close(devnull)
     with contextlib.suppress(Exception):
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
+
+
+def detach_from_terminal() -> None:
+    """The terminal hung up: standard output and error go to /dev/null, so that nothing left to flush at exit
+    fails (the interpreter would turn that into exit 120) and the exit status stays 128 + SIGHUP."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())  # type: ignore[union-attr]
+            os.close(devnull)
+    with contextlib.suppress(Exception):
+        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
 
 
 def _misspelt_command(word: str) -> str | None:
