@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -536,6 +537,28 @@ async def test_smoke_test_streams_progress_and_log_into_the_ui() -> None:
         labels = [str(n.label) for n in app.query_one(FindingsTree).nodes() if n.data and n.data.kind == "active_test"]
         assert "✓ Smoke test: GPU 0 passed" in labels
         assert ("information", "Smoke test: GPU 0 passed") in app.notes
+
+
+@pilot_test
+async def test_a_failed_active_test_is_counted_in_the_header_and_exported(tmp_path: Path) -> None:
+    def failing(test: active.ActiveTest, facts: Facts) -> Iterator[active.Event]:
+        yield active.Outcome("fail", "GPU 0 returned wrong results",
+                             [Finding("gpu.wrong_results", "fail", "GPU 0 returned wrong results", area="Smoke test")])
+
+    app = RecordingApp([live_source("healthy-8x-h100")], runner=failing)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert "NOT READY" not in summary(app) and "✗" not in summary(app).split("\n")[0]
+        await pilot.press("s")
+        await settle(pilot)
+        assert "NOT READY" in summary(app) and "1✗" in summary(app)
+        await pilot.press("e")
+        assert isinstance(app.screen, ExportDialog)
+        await pilot.click("#ok")  # the first format: report.json
+        await pilot.pause()
+    report = json.loads((tmp_path / "gpu-doctor-report.json").read_text())
+    exported = [f for f in report["findings"] if f["code"] == "gpu.wrong_results"]
+    assert exported and exported[0]["area"] == "Active tests" and report["status"] == "fail"
 
 
 @pilot_test

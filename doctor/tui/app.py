@@ -194,7 +194,7 @@ class DoctorApp(App[None]):
         if index != self.index:
             return  # the user moved on while this one was diagnosed
         self.report = report
-        self.query_one(SummaryBar).show(self.source, report, self.position())
+        self.query_one(SummaryBar).show(self.source, model.with_active(report, self.results), self.position())
         tree = self.query_one(FindingsTree)
         tree.build(report, self.results, self.unavailable)
         target = model.first_problem(report)
@@ -300,7 +300,7 @@ class DoctorApp(App[None]):
         if self.report is None:
             self.notify("Nothing to export yet: the diagnosis is still running.", severity="warning")
             return
-        report = self.report
+        report = model.with_active(self.report, self.results)  # the active tests run here belong to the report
 
         def chosen(answer: str | None) -> None:
             if answer:
@@ -452,6 +452,8 @@ class DoctorApp(App[None]):
         self._refresh_active()
         if self.report is not None:
             self.query_one(FindingsTree).refresh_active(self.results, self.unavailable)
+            self.query_one(SummaryBar).show(self.source, model.with_active(self.report, self.results),
+                                            self.position())
         sev = {"ok": "information", "warn": "warning"}.get(outcome.status, "error")
         self.notify(f"{test.title}: {active.result_line(test, outcome)}", severity=sev)  # type: ignore[arg-type]
 
