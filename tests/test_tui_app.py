@@ -27,7 +27,7 @@ from doctor.active.gpu import Options
 from doctor.examples import EXAMPLES, by_name
 from doctor.facts import Facts
 from doctor.findings import Finding
-from doctor.tui import active, fixes
+from doctor.tui import active, fixes, model
 from doctor.tui.app import DoctorApp
 from doctor.tui.live import GpuSample
 from doctor.tui.model import Source
@@ -166,6 +166,20 @@ async def test_passed_and_not_checked_nodes_explain_themselves() -> None:
         tree.move_cursor(skipped)
         await pilot.pause()
         assert "These checks did not run, and why" in body(app)
+
+
+@pilot_test
+async def test_side_by_side_the_findings_use_the_width_their_titles_need() -> None:
+    app = RecordingApp(example_sources(), index=index_of("r470-geforce-cu124-torch"))
+    async with app.run_test(size=(110, 30)) as pilot:
+        await settle(pilot)
+        tree = app.query_one(FindingsTree)
+        assert tree.size.width > 110 // 2, tree.size.width  # wider than half: the titles need it
+        assert app.query_one(FindingDetail).size.width >= DoctorApp.DETAIL_MIN - 2
+        first = cursor_finding(app)
+        assert first is not None
+        line = tree.render_line(tree.cursor_line - tree.scroll_offset.y).text
+        assert line.rstrip().endswith(model.tree_title(first.title)[-12:]), (line, first.title)
 
 
 @pilot_test

@@ -130,9 +130,22 @@ class DoctorApp(App[None]):
         yield Footer(compact=True)
 
     NARROW = 100  # below this many columns the findings stack above the detail: titles get the full width
+    DETAIL_MIN = 44  # side by side, the detail keeps this many columns; the findings take the rest they need
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one("#diagnosis-pane").set_class(event.size.width < self.NARROW, "narrow")
+        self._fit_tree()
+
+    def _fit_tree(self) -> None:
+        """Side by side, the findings are as wide as their longest title needs, up to what leaves the detail
+        DETAIL_MIN columns (never narrower than the stylesheet's half): titles end after their key words."""
+        tree = self.query_one(FindingsTree)
+        width = self.size.width
+        if width < self.NARROW:
+            tree.styles.width = None  # the stylesheet's stacked layout: the full width
+            return
+        need = tree.content_width() + 3  # the border and the scrollbar
+        tree.styles.width = max(width // 2, min(need, width - self.DETAIL_MIN))
 
     def on_mount(self) -> None:
         self.query_one("#diagnosis-pane").set_class(self.size.width < self.NARROW, "narrow")
@@ -197,6 +210,7 @@ class DoctorApp(App[None]):
         self.query_one(SummaryBar).show(self.source, model.with_active(report, self.results), self.position())
         tree = self.query_one(FindingsTree)
         tree.build(report, self.results, self.unavailable)
+        self._fit_tree()
         target = model.first_problem(report)
         node = tree.find(target) if target else None
         if node is not None:
