@@ -5,7 +5,8 @@ Each command lives in a module of ``doctor.commands`` with ``add_arguments(name,
 ``--version`` are instant and ``check`` never imports textual, requests or any ML framework.
 
 Exit codes (stable): 0 no failure · 1 at least one failure (with --strict: or a warning) ·
-2 usage or input error · 3 internal error (a bug: please report it).
+2 usage or input error · 3 internal error (a bug: please report it) · 4 (check) nothing failed, but too little
+evidence to call the machine ready.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Checks whether this machine's NVIDIA driver, CUDA toolkit, cuDNN and ML frameworks fit "
         "together and work, and says how to fix what does not. `check` is read-only and offline.",
         epilog="Exit codes: 0 no failure, 1 at least one failure (--strict: or warning), 2 usage or input "
-        "error, 3 internal error. `gpu-doctor` alone opens the interactive view (`tui`) when standard input and "
+        "error, 3 internal error, 4 (check) nothing failed but too little evidence to call the machine ready. "
+        "`gpu-doctor` alone opens the interactive view (`tui`) when standard input and "
         "output are a terminal, and runs `check` otherwise (piped, redirected, cron, CI). Run `gpu-doctor COMMAND "
         "--help` for a command's options.",
     )

@@ -163,5 +163,51 @@ def test_verbose_shows_what_deep_learned(tmp_path: Path, capsys) -> None:
     main(["check", "--facts", str(snap), "-v"])
     out = capsys.readouterr().out
     assert "/venv/bin/python ($VIRTUAL_ENV): Python 3.11.9" in out
-    assert "--deep: is_available no, 0 device(s), arch list sm_50, sm_90, CUDA 12.4, cuDNN 90100" in out
+    assert "--deep: is_available no, 0 device(s), arch list sm_50, sm_90, CUDA 12.4, cuDNN 9.1.0" in out
     assert "--deep: CUDA libraries mapped: /venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in out
+
+
+# --- issue 23: what a new user trips on ------------------------------------------------------------------
+
+
+def test_plan_without_arguments_plans_for_this_machine(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from factories import make_facts
+
+    import doctor.probes
+
+    facts = make_facts()  # an H100 on driver 550.90.07, Python 3.11
+    monkeypatch.setattr(doctor.probes, "collect", lambda host, **kw: facts)
+    code = main(["plan"])
+    out, err = capsys.readouterr()
+    assert "planning for this machine" in err and "driver 550.90.07" in err and facts.gpus[0].name in err
+    assert code == 0 and out.startswith("torch ")
+    assert main(["plan", "--driver", "550.90.07", "--gpu", facts.gpus[0].name, "--python", "3.11"]) == 0
+    assert capsys.readouterr().out == out  # the same plan as when the machine is described by hand
+
+
+def test_plan_without_arguments_on_a_machine_without_gpu_or_driver_says_what_to_give(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from factories import make_facts
+
+    import doctor.probes
+
+    monkeypatch.setattr(doctor.probes, "collect", lambda host, **kw: make_facts(
+        gpus=[], driver__kernel_module=None, driver__userspace=None))
+    assert main(["plan"]) == 2
+    assert "--gpu, --driver or --want" in capsys.readouterr().err
+
+
+def test_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for code in ("0 no failure", "1 at least one failure", "2 usage", "3 internal error", "4 (check)"):
+        assert code in text
+
+
+def test_pin_help_speaks_of_pinning_not_of_a_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["pin", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "plan" not in text.lower()
