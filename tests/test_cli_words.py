@@ -211,3 +211,44 @@ def test_pin_help_speaks_of_pinning_not_of_a_plan(capsys: pytest.CaptureFixture[
         main(["pin", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "plan" not in text.lower()
+
+
+def test_verbose_says_each_reason_for_not_checking_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from factories import make_facts
+
+    snap = tmp_path / "facts.json"
+    snap.write_text(make_facts().to_json())
+    main(["check", "--facts", str(snap), "-v"])
+    out = capsys.readouterr().out
+    hint = "no active test was recorded"
+    assert out.count(hint) == 1
+    block = out[out.index(hint):].split("\n\n")[0]
+    assert "active.smoke" in block and "active.nccl_tests" in block
+
+
+def test_deep_text_output_shows_what_the_frameworks_answered_and_mapped(tmp_path: Path, capsys) -> None:
+    from dataclasses import replace
+
+    from doctor.facts import DeepResult, PyPackage, PythonEnv, load_facts
+
+    facts = load_facts(EXAMPLE.read_text())
+    torch = PyPackage(name="torch", version="2.9.0+cu130", cuda="13.0", cpu_only=False,
+                      loaded_libraries=["/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+                                        "/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so.13"],
+                      deep=DeepResult(is_available=True, device_count=1, cuda="13.0", cudnn="92400"))
+    jax = PyPackage(name="jaxlib", version="0.4.30", deep=DeepResult(error="ImportError: libcudnn.so.9: cannot open"))
+    snap = tmp_path / "deep.json"
+    snap.write_text(replace(facts, python_envs=[PythonEnv(executable="/venv/bin/python", version="3.11.9",
+                                                          origin="VIRTUAL_ENV", packages=[torch, jax])]).to_json())
+    main(["check", "--facts", str(snap)])  # not -v: the default text output
+    out = capsys.readouterr().out
+    block = out[out.index("What --deep learned"):]
+    assert "torch 2.9.0+cu130 in /venv/bin/python" in block
+    assert "said: CUDA available yes; 1 device(s); CUDA 13.0; cuDNN 9.24.0" in block
+    assert "mapped: libcudnn.so.9, libcudart.so.13" in block
+    assert "the import failed: ImportError: libcudnn.so.9: cannot open" in block
+
+
+def test_without_deep_the_text_output_has_no_deep_section(tmp_path: Path, capsys) -> None:
+    main(["check", "--facts", str(EXAMPLE)])
+    assert "What --deep learned" not in capsys.readouterr().out

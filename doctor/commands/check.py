@@ -200,9 +200,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from doctor.checks import REGISTRY, by_id
 
     if args.list_checks:
-        for c in REGISTRY:
-            codes = f" Codes: {', '.join(c.all_codes)}." if c.all_codes != (c.id,) else ""
-            print(f"{c.id:<34} {c.area:<20} {c.summary}{codes}")
+        sys.stdout.write(list_checks(REGISTRY))
         return EXIT_OK
     selected = None
     if args.checks:
@@ -269,6 +267,28 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 EXTRA_FORMATS = ("github", "prometheus", "nfd")
+
+
+def list_checks(registry: list[Any], width: int | None = None) -> str:
+    """One entry per check: its id (first on its line, for scripts), area and summary, then the finding codes,
+    wrapped to the terminal (100 columns when not a terminal) under the summary's column."""
+    import shutil
+    import textwrap
+
+    width = width or (shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100)
+    width = max(width, 60)
+    indent = " " * (34 + 1 + 20 + 1) if width >= 100 else " " * 4
+    out = []
+    for c in registry:
+        head = f"{c.id:<34} {c.area:<20} "
+        if width < 100:
+            out.append(f"{c.id}  ({c.area})")
+            head = indent
+        out += textwrap.wrap(c.summary, width, initial_indent=head, subsequent_indent=indent) or [head.rstrip()]
+        if c.all_codes != (c.id,):
+            out += textwrap.wrap(f"Codes: {', '.join(c.all_codes)}.", width, initial_indent=indent,
+                                 subsequent_indent=indent, break_on_hyphens=False)
+    return "\n".join(out) + "\n"
 
 
 def dockerfile_image(args: argparse.Namespace) -> Any:
