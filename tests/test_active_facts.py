@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile import popen_signalled
 from test_smoke_fake import A100, GPU_DOCTOR, MIB, build_fakes, env_for
 
 from doctor.active.events import Outcome, last_outcome
@@ -211,8 +212,8 @@ def test_the_test_child_dies_with_the_doctor(fake_driver: Path, sig: signal.Sign
     token = f"FAKE_ORPHAN_TOKEN={uuid.uuid4()}"
     env = env_for(fake_driver, FAKE_CUDA_HANG="sync", FAKE_CUDA_FAULT_KERNEL="saxpy")
     env[token.split("=")[0]] = token.split("=")[1]
-    doctor = subprocess.Popen([str(GPU_DOCTOR), "smoke", "-q", "--timeout", "120", "--size-mib", "4"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    doctor = popen_signalled([str(GPU_DOCTOR), "smoke", "-q", "--timeout", "120", "--size-mib", "4"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         children: list[int] = []
@@ -222,8 +223,8 @@ def test_the_test_child_dies_with_the_doctor(fake_driver: Path, sig: signal.Sign
         assert children, "the test child never started"
         time.sleep(1.0)  # inside the hung synchronisation, its buffers allocated
         os.kill(doctor.pid, sig)
-        doctor.wait(timeout=10)
-        deadline = time.monotonic() + 2
+        doctor.wait(timeout=60)
+        deadline = time.monotonic() + 30
         while any(_alive(p) for p in children) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(_alive(p) for p in children), "the GPU test process outlived the doctor"

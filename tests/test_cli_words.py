@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from hostile import popen_signalled
 
 from doctor.cli import build_parser, main
 from doctor.engine import replayed_reason
@@ -118,8 +119,8 @@ def test_ctrl_c_in_the_first_moments_of_the_real_command(tmp_path: Path) -> None
 
     exe = Path(sys.prefix) / "bin" / "gpu-doctor"
     for delay in (0.02, 0.05, 0.08, 0.1, 0.15, 0.25):
-        proc = subprocess.Popen([str(exe), "check", "--facts", str(EXAMPLE)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = popen_signalled([str(exe), "check", "--facts", str(EXAMPLE)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
@@ -136,8 +137,8 @@ def test_ctrl_c_once_running_is_exactly_one_line(tmp_path: Path) -> None:
     import time
 
     exe = Path(sys.prefix) / "bin" / "gpu-doctor"
-    proc = subprocess.Popen([str(exe), "check", "--facts", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = popen_signalled([str(exe), "check", "--facts", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while "pipe" not in Path(f"/proc/{proc.pid}/wchan").read_text():  # blocked reading the pipe: in main
         assert time.monotonic() < deadline and proc.poll() is None
