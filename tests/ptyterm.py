@@ -63,16 +63,17 @@ class Pty:
                     return
                 self.raw += chunk
 
-    def wait_for(self, needle: str, timeout: float) -> float | None:
-        """Seconds from start until ``needle`` was on screen, None if it never came within ``timeout``."""
+    def wait_for(self, needle: str | tuple[str, ...], timeout: float) -> float | None:
+        """Seconds from start until ``needle`` (or any of several) was on screen, None if not within ``timeout``."""
+        needles = (needle,) if isinstance(needle, str) else needle
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if needle in self.text:
+            if any(n in self.text for n in needles):
                 return time.monotonic() - self.started
             if self.proc.poll() is not None:
                 self.pump(0.1)
-                return time.monotonic() - self.started if needle in self.text else None
-            self.pump(0.05)
+                return time.monotonic() - self.started if any(n in self.text for n in needles) else None
+            self.pump(0.02)
         return None
 
     def send(self, keys: str) -> None:
