@@ -36,16 +36,25 @@ def own_prefix() -> str | None:
     return os.path.realpath(sys.prefix)
 
 
-def _holds_frameworks() -> bool:
-    from importlib import metadata
+_DIST_DIR = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-[^-]+?\.(?:dist-info|egg-info)$")  # as pyenv_child reads them
 
-    for name in _FRAMEWORK_DISTS:
+
+def _holds_frameworks() -> bool:
+    """Whether gpu-doctor's own interpreter has a framework installed, read from the .dist-info / .egg-info
+    directory names on sys.path (PEP 427 / 376 put the name in them): importlib.metadata would open every
+    distribution's METADATA, tens of milliseconds on the critical path of every `check`."""
+    wanted = {n.replace("-", "_") for n in _FRAMEWORK_DISTS}
+    for entry in sys.path:
         try:
-            metadata.distribution(name)
-        except metadata.PackageNotFoundError:
+            names = os.listdir(entry or ".")
+        except OSError:
             continue
-        return True
-    return any((d.metadata["Name"] or "").lower().startswith("cupy") for d in metadata.distributions())
+        for name in names:
+            m = _DIST_DIR.match(name)
+            dist = re.sub(r"[-_.]+", "_", m.group(1)).lower() if m else ""
+            if dist in wanted or dist.startswith("cupy"):
+                return True
+    return False
 
 
 def target_pythons(host: Host, requested: list[str], rec: Recorder | None = None) -> list[tuple[str, str]]:
