@@ -33,8 +33,8 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from doctor.engine import diagnose
-from doctor.facts import Facts, Gpu, LibRef, PyPackage, PythonEnv, Toolkit
+from doctor.model.facts import Facts, Gpu, LibRef, PyPackage, PythonEnv, Toolkit
+from doctor.pipeline import diagnose
 
 OUTSIDE = tempfile.gettempdir()  # the children's working directory: not the repository, which would shadow doctor
 

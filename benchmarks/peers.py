@@ -70,6 +70,7 @@ def venv(name: str, packages: list[str], extra_site: Path | None = None) -> Path
     python = root / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+    if packages and not (root / "bin" / PEERS.get(packages[0], [""])[0]).exists():
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages],
                        check=True)
     if extra_site is not None:

@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.facts import Facts, LibRef
-from doctor.findings import Evidence
+from doctor.model.facts import Facts, LibRef
+from doctor.model.findings import Evidence
 from doctor.safeio import lazy_compile, small_int
 
 # --- the belief type ------------------------------------------------------------------------------

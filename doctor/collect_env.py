@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from doctor.facts import (
+from doctor.model.facts import (
     ENV_NAMES,
     Cudnn,
     DeepResult,

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.facts import Facts, Gpu, PythonEnv
 from doctor.fleet import FRAMEWORKS, PROBLEM_SEVERITIES, Problem, build_version
+from doctor.model.facts import Facts, Gpu, PythonEnv
 
 DIFF_SCHEMA = "gpu-doctor.diff/v1"
 
@@ -80,7 +80,7 @@ def diff_facts(a: Facts, b: Facts) -> list[Change]:
 
 def _active(a: Facts, b: Facts) -> Iterator[Change]:
     """Rates the active tests measured (facts ``active``) that moved by more than 10 %: a node that got slower."""
-    from doctor.facts_active import rate_changes
+    from doctor.model.facts_active import rate_changes
 
     for what, before, after in rate_changes(a.active, b.active):
         kind = "changed" if before is not None and after is not None else "added" if before is None else "removed"

@@ -3,7 +3,7 @@
 The signatures are reviewed data (``compat/errors.toml``, loaded with the matrix): a pattern, the
 problem, its causes — each named by the gpu-doctor check that can tell whether it applies — the fix
 and the source that defines the message. Given facts (this machine, a snapshot, a collect_env
-report), the checks of the matched causes run through :func:`doctor.engine.diagnose`, and each
+report), the checks of the matched causes run through :func:`doctor.pipeline.diagnose`, and each
 cause is judged by its check: a problem found means the cause applies, a clean result rules it out.
 
 Pure: no probing, no printing. :func:`render_text` and :func:`to_dict` are the two renderings.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from doctor.facts import Facts
+from doctor.model.facts import Facts
 from doctor.safeio import lazy_compile, small_int
 
 EXPLAIN_SCHEMA = "gpu-doctor.explain/v1"
@@ -130,7 +130,7 @@ def explain(text: str, facts: Facts | None = None, sigs: list[Signature] | None 
 
 def _run_checks(facts: Facts, codes: set[str], ctx: Any) -> dict[str, tuple[str, str | None, list[Any]]]:
     from doctor.checks import REGISTRY
-    from doctor.engine import diagnose
+    from doctor.pipeline import diagnose
 
     checks = [c for c in REGISTRY if c.id in codes]  # registry order, each check once
     report = diagnose(facts, checks=checks, ctx=ctx)

@@ -17,10 +17,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor import intents as it
-from doctor.facts import Facts, PythonEnv
-from doctor.findings import Finding, Fix, FixStep
 from doctor.matrix import Matrix, branch, major_minor, vtuple
+from doctor.model import intents as it
+from doctor.model.facts import Facts, PythonEnv
+from doctor.model.findings import Finding, Fix, FixStep
 
 PLAN_SCHEMA = "gpu-doctor.fixplan/v1"
 

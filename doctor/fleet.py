@@ -19,14 +19,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.model.severity import SEVERITY_RANK
 from doctor.safeio import JSON_DECODER, InputError, lazy_compile, load_json
 
-REPORT_SCHEMA = "gpu-doctor.report/v1"  # == doctor.engine.REPORT_SCHEMA; not imported, to keep workers light
+REPORT_SCHEMA = "gpu-doctor.report/v1"  # == doctor.model.report.REPORT_SCHEMA; not imported, to keep workers light
 FACTS_SCHEMA = "gpu-doctor.facts/v1"
 FLEET_SCHEMA = "gpu-doctor.fleet/v1"
 
 PROBLEM_SEVERITIES = ("fail", "warn")
-SEVERITY_RANK = {"fail": 3, "warn": 2, "info": 1, "ok": 0}
 # The frameworks whose build (version + CUDA) a fleet must agree on.
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jaxlib")
 # No facts v1 probe records a host name; a later schema, or facts written by another tool, may. The
@@ -203,8 +203,8 @@ def _loads(text: str) -> Any:
 
 def _diagnose(data: dict[str, Any]) -> list[Any]:
     """A facts snapshot is judged here, like `check --facts`: validated, then every check runs."""
-    from doctor.engine import diagnose
-    from doctor.facts import Facts, FactsError
+    from doctor.model.facts import Facts, FactsError
+    from doctor.pipeline import diagnose
 
     try:
         facts = Facts.from_dict(data)
@@ -249,7 +249,7 @@ def summarize(name: str, file: str, kind: str, findings: Iterable[Any], facts: d
 def _rates(active: Any) -> tuple[Rate, ...]:
     if not isinstance(active, dict):
         return ()
-    from doctor.facts_active import ActiveFacts, coerce, measurements
+    from doctor.model.facts_active import ActiveFacts, coerce, measurements
 
     return tuple(Rate(label, gpu, value) for label, (gpu, value) in measurements(coerce(ActiveFacts, active)).items())
 
@@ -463,7 +463,7 @@ def slow_gpus(nodes: list[Node]) -> list[Outlier]:
     """Per-node bandwidth / TFLOP/s outliers: a GPU that measured far below its identical peers."""
     from statistics import median
 
-    from doctor.facts_active import MEASURES, measure_key
+    from doctor.model.facts_active import MEASURES, measure_key
 
     by: dict[tuple[str | None, str], list[tuple[str, Rate]]] = {}
     for n in nodes:

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from doctor.facts import Facts
-from doctor.findings import Evidence, Finding
+from doctor.model.facts import Facts
+from doctor.model.findings import Evidence, Finding
+from doctor.model.severity import worst
 
 
 class Skip(Exception):
@@ -73,12 +74,7 @@ class Check:
             )
             return "crashed", str(exc), [replace(crash, area=self.area, check=self.id)]
         found = [replace(f, area=f.area or self.area, check=self.id) for f in found]
-        worst = max((f.severity for f in found), key=_rank, default="ok")
-        return worst, None, found
-
-
-def _rank(sev: str) -> int:
-    return {"fail": 3, "warn": 2, "info": 1, "ok": 0}[sev]
+        return worst(f.severity for f in found), None, found
 
 
 def check(id: str, area: str, summary: str, codes: tuple[str, ...] = (), static: bool = False

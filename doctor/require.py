@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from doctor.facts import Facts
-from doctor.findings import Evidence, Finding
+from doctor.model.facts import Facts
+from doctor.model.findings import Evidence, Finding
 from doctor.safeio import lazy_compile
 
 NAMES = {

@@ -19,8 +19,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from factories import H100, make_facts, torch_env  # noqa: E402
 
 from doctor.checks import REGISTRY  # noqa: E402
-from doctor.engine import diagnose  # noqa: E402
-from doctor.facts import (  # noqa: E402
+from doctor.matrix import current  # noqa: E402
+from doctor.model.facts import (  # noqa: E402
     ContainerToolkit,
     Cudnn,
     GpuProcess,
@@ -31,7 +31,7 @@ from doctor.facts import (  # noqa: E402
     Toolkit,
     XidEvent,
 )
-from doctor.facts_active import (  # noqa: E402
+from doctor.model.facts_active import (  # noqa: E402
     ActiveEnd,
     ActiveFacts,
     ActiveGpu,
@@ -53,7 +53,7 @@ from doctor.facts_active import (  # noqa: E402
     TorchRun,
     Verified,
 )
-from doctor.matrix import current  # noqa: E402
+from doctor.pipeline import diagnose  # noqa: E402
 from doctor.registry import Context  # noqa: E402
 from doctor.render.text import _finding_lines  # noqa: E402
 
@@ -201,7 +201,7 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
     "framework.cuda_unavailable": ("--deep: torch cu124 on driver 470 answers is_available() False", make_facts(
         driver__kernel_module="470.223.02", driver__userspace="470.223.02", driver__cuda_driver_api="11.4",
         python_envs=[replace(torch_env("2.5.1", cuda="12.4"), packages=[replace(
-            torch_env("2.5.1", cuda="12.4").packages[0], deep=__import__("doctor.facts", fromlist=["DeepResult"])
+            torch_env("2.5.1", cuda="12.4").packages[0], deep=__import__("doctor.model.facts", fromlist=["DeepResult"])
             .DeepResult(is_available=False, device_count=0, cuda="12.4"))])])),
     "loader.libcuda_stub": ("the toolkit's stubs directory on LD_LIBRARY_PATH", make_facts(
         loader__libcuda=LibRef("/usr/local/cuda-12.4/lib64/stubs/libcuda.so", None, stub=True),
@@ -212,7 +212,7 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
         gpus=[replace(H100, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")])),
     "toolkit.cuda_home_invalid": ("CUDA_HOME left pointing at a removed toolkit", make_facts(
         env__CUDA_HOME="/usr/local/cuda-11.7",
-        errors=[__import__("doctor.facts", fromlist=["ProbeError"]).ProbeError(
+        errors=[__import__("doctor.model.facts", fromlist=["ProbeError"]).ProbeError(
             "toolkits", "CUDA_HOME=/usr/local/cuda-11.7 does not exist")])),
     "wsl.driver": ("a Linux driver installed inside WSL2", make_facts(
         host__wsl=True, loader__libcuda=LibRef("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "550.54.14"))),

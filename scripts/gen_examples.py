@@ -2,7 +2,7 @@
 """Regenerate the example snapshots of `gpu-doctor demo` (doctor/examples/*.json).
 
 Each example is a real-world broken (or healthy) host written as facts v1 with the dataclasses of
-doctor.facts. GPU data comes from the real `nvidia-smi -q -x` outputs in tests/data/nvidia-smi-xml/
+doctor.model.facts. GPU data comes from the real `nvidia-smi -q -x` outputs in tests/data/nvidia-smi-xml/
 through doctor.parsers where one fits; what no fixture has (an RTX 5090, an H100 node) is written
 from the figures NVIDIA publishes. Titles and one-line descriptions live in doctor/examples/__init__.py.
 
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from doctor import parsers  # noqa: E402
-from doctor.facts import (  # noqa: E402
+from doctor.model.facts import (  # noqa: E402
     ENV_NAMES,
     ContainerToolkit,
     Cudnn,

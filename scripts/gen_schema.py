@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the shipped JSON Schemas from the dataclasses (facts v1, report v1).
 
-Run after changing doctor/facts.py or doctor/findings.py; tests fail while the files are stale.
+Run after changing doctor/model/facts.py or doctor/model/findings.py; tests fail while the files are stale.
 Usage: python scripts/gen_schema.py [--check]
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from doctor.engine import generate_report_schema
-from doctor.facts import generate_facts_schema
+from doctor.model.facts import generate_facts_schema
+from doctor.model.report import generate_report_schema
 
 OUT = Path(__file__).resolve().parent.parent / "doctor" / "schemas"
 

@@ -10,9 +10,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from factories import make_facts
 
-from doctor.engine import CheckResult, Report, diagnose
-from doctor.facts import Facts
-from doctor.findings import Finding
+from doctor.model.facts import Facts
+from doctor.model.findings import Finding
+from doctor.model.report import CheckResult, Report
+from doctor.pipeline import diagnose
 
 DATA = Path(__file__).parent / "data"
 

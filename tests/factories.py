@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from doctor.facts import (
+from doctor.model.facts import (
     ENV_NAMES,
     ContainerToolkit,
     Cudnn,

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from factories import H100, make_facts, torch_env
 
-from doctor.facts import ContainerToolkit, Cudnn, Facts, LibRef, Package, PyPackage, PythonEnv
+from doctor.model.facts import ContainerToolkit, Cudnn, Facts, LibRef, Package, PyPackage, PythonEnv
 
 A100 = replace(H100, name="NVIDIA A100-SXM4-80GB", compute_capability="8.0", pci_device_id="0x20B210DE")
 RTX5090 = replace(H100, name="NVIDIA GeForce RTX 5090", compute_capability="12.0", pci_device_id="0x2B8510DE")

@@ -23,9 +23,9 @@ from doctor.active.gpu import Options, oom_events, smoke_events
 from doctor.checks import REGISTRY
 from doctor.checks.active import CHECKS
 from doctor.commands.smoke import with_active
-from doctor.engine import diagnose
-from doctor.facts import Facts, load_facts
-from doctor.facts_active import ActiveFacts, ActiveGpu, DriverTest, FrameworkRun, NvmlReading, coerce, driver_test
+from doctor.model.facts import Facts, load_facts
+from doctor.model.facts_active import ActiveFacts, ActiveGpu, DriverTest, FrameworkRun, NvmlReading, coerce, driver_test
+from doctor.pipeline import diagnose
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -142,7 +142,7 @@ def test_wrong_types_from_the_child_read_as_unknown(junk: Any) -> None:
 
 def test_a_framework_run_without_its_name_is_dropped() -> None:
     assert coerce(FrameworkRun, {"python": "/usr/bin/python3"}) is None
-    assert coerce(FrameworkRun, {"framework": "torch", "python": "/p", "cudnn": 8902}).cudnn == "8902"
+    assert coerce(FrameworkRun, {"framework": "torch", "python": "/p", "cudnn": 8902}).cudnn == "8.9.2"
 
 
 # --- the OOM probe never starves someone else --------------------------------------------------------------

@@ -7,8 +7,7 @@ from typing import Any
 from factories import make_facts
 
 from doctor.checks import by_id
-from doctor.engine import diagnose
-from doctor.facts_active import (
+from doctor.model.facts_active import (
     ActiveEnd,
     ActiveFacts,
     ActiveGpu,
@@ -26,7 +25,8 @@ from doctor.facts_active import (
     TorchRun,
     Verified,
 )
-from doctor.findings import Finding
+from doctor.model.findings import Finding
+from doctor.pipeline import diagnose
 
 A100 = "NVIDIA A100-SXM4-40GB"  # compat/gpus.toml: 1,555 GB/s, 19.5 FP32 TFLOP/s
 EXITED = ActiveEnd(event="exit", returncode=0)
@@ -148,7 +148,7 @@ def test_nccl_tests_bus_bandwidth_is_judged_against_the_smoke_tests_links() -> N
 
 def test_an_incomplete_recorded_test_is_skipped_not_crashed() -> None:
     from doctor.checks.active import CHECKS
-    from doctor.facts_active import DcgmMessage, DcgmTest, NcclTests, PeerCopy
+    from doctor.model.facts_active import DcgmMessage, DcgmTest, NcclTests, PeerCopy
 
     partial = ActiveFacts(
         smoke=DriverTest(mode="smoke", gpus=[ActiveGpu(0, saxpy=Verified(), h2d_gbs=5.0)],

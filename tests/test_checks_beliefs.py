@@ -15,8 +15,8 @@ from factories import H100, make_facts, torch_env
 
 from doctor import beliefs
 from doctor.collect_env import parse
-from doctor.engine import diagnose
-from doctor.facts import Cudnn, Facts, Gpu, LibRef, Package, PyPackage, PythonEnv, Toolkit
+from doctor.model.facts import Cudnn, Facts, Gpu, LibRef, Package, PyPackage, PythonEnv, Toolkit
+from doctor.pipeline import diagnose
 
 DATA = Path(__file__).resolve().parent / "data" / "collect_env"
 PCI_ONLY = [replace(H100, name=None, uuid=None, memory_total_mib=None, source="pci")]
@@ -255,7 +255,7 @@ def test_libcudart_soname_of_cuda_11_is_resolved() -> None:
 
 
 def test_cuda_home_pointing_at_nothing_warns() -> None:
-    from doctor.facts import ProbeError
+    from doctor.model.facts import ProbeError
 
     facts = make_facts(env__CUDA_HOME="/usr/local/cuda-11.7",
                        errors=[ProbeError("toolkits", "CUDA_HOME=/usr/local/cuda-11.7 does not exist")])
@@ -297,7 +297,7 @@ def test_gpu_below_every_build_warns_when_the_arch_list_is_unknown() -> None:
 
 def test_no_kernel_image_error_in_the_facts_is_the_failure() -> None:
     env = torch_env("2.99.0", cuda="12.4")
-    pkg = replace(env.packages[0], deep=__import__("doctor.facts", fromlist=["DeepResult"]).DeepResult(
+    pkg = replace(env.packages[0], deep=__import__("doctor.model.facts", fromlist=["DeepResult"]).DeepResult(
         is_available=True, device_count=1,
         error="CUDA error: no kernel image is available for execution on the device"))
     f = only(make_facts(python_envs=[replace(env, packages=[pkg])]), "framework.arch_unsupported")
@@ -308,7 +308,7 @@ def test_no_kernel_image_error_in_the_facts_is_the_failure() -> None:
 
 
 def _asked(available: bool, error: str | None = None, cuda: str = "12.4") -> list[PythonEnv]:
-    from doctor.facts import DeepResult
+    from doctor.model.facts import DeepResult
 
     env = torch_env("2.5.1", cuda=cuda)
     pkg = replace(env.packages[0], deep=DeepResult(is_available=available, device_count=1 if available else 0,

@@ -16,8 +16,8 @@ import pytest
 from conftest import run_check
 from factories import H100, make_facts
 
-from doctor.facts import Cudnn, DeepResult, Gpu, LibRef, Package, PyPackage, PythonEnv, Toolkit
 from doctor.matrix import bundled, driver_runs_cuda
+from doctor.model.facts import Cudnn, DeepResult, Gpu, LibRef, Package, PyPackage, PythonEnv, Toolkit
 
 
 def gpu(name: str, cc: str | None = None, **kw: Any) -> Gpu:
@@ -454,7 +454,7 @@ def test_plan_rejects_a_bad_spec() -> None:
 
 def _static(facts: Any) -> list:
     from doctor.checks import by_id
-    from doctor.engine import diagnose
+    from doctor.pipeline import diagnose
     from doctor.registry import Context
 
     return diagnose(facts, checks=[by_id("image.min_host_driver")],

@@ -8,7 +8,7 @@ import pytest
 from conftest import commands, only, outcome
 from factories import H100, make_facts
 
-from doctor.facts import Package
+from doctor.model.facts import Package
 
 NO_DRIVER = {
     "driver__userspace": None,

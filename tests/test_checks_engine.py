@@ -15,9 +15,10 @@ import pytest
 from factories import H100, make_facts, torch_env
 
 from doctor.checks import REGISTRY
-from doctor.engine import REPORT_SCHEMA, diagnose
-from doctor.facts import Facts, LibRef, Package, validate
-from doctor.findings import AREAS, Finding
+from doctor.model.facts import Facts, LibRef, Package, validate
+from doctor.model.findings import AREAS, Finding
+from doctor.model.report import REPORT_SCHEMA
+from doctor.pipeline import diagnose
 from doctor.registry import Check, Context, NotApplicable, Skip
 
 TESTS = Path(__file__).parent

@@ -8,7 +8,7 @@ import pytest
 from conftest import commands, only, outcome
 from factories import H100, make_facts, torch_env
 
-from doctor.facts import ContainerToolkit, Facts, LibRef, MigDevice, Package, PyPackage, PythonEnv
+from doctor.model.facts import ContainerToolkit, Facts, LibRef, MigDevice, Package, PyPackage, PythonEnv
 
 NO_DRIVER = {
     "driver__userspace": None,

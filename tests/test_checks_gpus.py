@@ -11,7 +11,7 @@ from conftest import commands, only, outcome
 from factories import H100, make_facts
 
 from doctor.checks.gpus import ACTION_TEXT, SLOWDOWNS, xid_catalog
-from doctor.facts import GpuProcess, XidEvent
+from doctor.model.facts import GpuProcess, XidEvent
 
 GPU_CHECKS = ("gpu.memory_in_use", "gpu.hardware_fault", "gpu.throttling", "gpu.pcie_degraded")
 H100_1 = replace(H100, index=1, uuid="GPU-99999999-8888-7777-6666-555555555555",

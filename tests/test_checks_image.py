@@ -11,8 +11,8 @@ import pytest
 from factories import make_facts
 
 from doctor.checks import by_id
-from doctor.engine import diagnose
 from doctor.matrix import current
+from doctor.pipeline import diagnose
 from doctor.registry import Context
 
 

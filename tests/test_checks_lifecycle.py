@@ -6,7 +6,7 @@ import pytest
 from conftest import run_check
 from factories import make_facts
 
-from doctor.facts import Gpu
+from doctor.model.facts import Gpu
 
 
 def outcome(facts: object, check_id: str = "driver.branch_eol") -> tuple[str, list]:

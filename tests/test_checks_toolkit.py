@@ -6,7 +6,7 @@ import pytest
 from conftest import only, outcome
 from factories import make_facts, torch_env
 
-from doctor.facts import LibRef, PyPackage, PythonEnv, Toolkit
+from doctor.model.facts import LibRef, PyPackage, PythonEnv, Toolkit
 
 NO_TOOLKIT = {"toolkits": [], "loader__nvcc_on_path": None, "loader__libcudart": None}
 TF_GPU = PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=False)

@@ -10,7 +10,7 @@ import pytest
 from factories import make_facts, torch_env
 
 from doctor.cli import main
-from doctor.facts import Cudnn, DriverInfo, LibRef, Package, PyPackage, PythonEnv, Toolkit
+from doctor.model.facts import Cudnn, DriverInfo, LibRef, Package, PyPackage, PythonEnv, Toolkit
 from doctor.require import RequireError, evaluate, parse
 
 

@@ -11,8 +11,8 @@ from hostile import popen_signalled
 
 from doctor.cli import build_parser, main
 from doctor.engine import replayed_reason
-from doctor.facts import LibRef
-from doctor.findings import Evidence, value_text
+from doctor.model.facts import LibRef
+from doctor.model.findings import Evidence, value_text
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "doctor" / "examples" / "debian12-535-no-gpu.json"
@@ -151,7 +151,7 @@ def test_ctrl_c_once_running_is_exactly_one_line(tmp_path: Path) -> None:
 def test_verbose_shows_what_deep_learned(tmp_path: Path, capsys) -> None:
     from dataclasses import replace
 
-    from doctor.facts import DeepResult, PyPackage, PythonEnv, load_facts
+    from doctor.model.facts import DeepResult, PyPackage, PythonEnv, load_facts
 
     facts = load_facts(EXAMPLE.read_text())
     torch = PyPackage(name="torch", version="2.5.1+cu124", cuda="12.4", cpu_only=False,
@@ -230,7 +230,7 @@ def test_verbose_says_each_reason_for_not_checking_once(tmp_path: Path, capsys: 
 def test_deep_text_output_shows_what_the_frameworks_answered_and_mapped(tmp_path: Path, capsys) -> None:
     from dataclasses import replace
 
-    from doctor.facts import DeepResult, PyPackage, PythonEnv, load_facts
+    from doctor.model.facts import DeepResult, PyPackage, PythonEnv, load_facts
 
     facts = load_facts(EXAMPLE.read_text())
     torch = PyPackage(name="torch", version="2.9.0+cu130", cuda="13.0", cpu_only=False,

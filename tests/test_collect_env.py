@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from doctor import cli
 from doctor.collect_env import KEYS, CollectEnvError, _parse, parse
-from doctor.facts import Facts, facts_schema, validate
+from doctor.model.facts import Facts, facts_schema, validate
 
 DATA = Path(__file__).parent / "data" / "collect_env"
 FIXTURES = sorted(p.name for p in DATA.glob("*.txt"))

@@ -12,8 +12,8 @@ from factories import H100, make_facts, torch_env
 
 from doctor.cli import main
 from doctor.diff import Change, diff_facts
-from doctor.engine import diagnose
-from doctor.facts import Cudnn, Facts, Package, Toolkit
+from doctor.model.facts import Cudnn, Facts, Package, Toolkit
+from doctor.pipeline import diagnose
 
 GPU1 = replace(H100, index=1, uuid="GPU-22222222-2222-3333-4444-555555555555", pci_bus_id="00000000:3B:00.0")
 BEFORE = make_facts(gpus=[H100, GPU1], host__pci_nvidia_gpus=2)

@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.dockerfile import DockerfileError, from_text, read, read_instructions
-from doctor.facts import facts_schema, validate
 from doctor.matrix import current
+from doctor.model.facts import facts_schema, validate
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "dockerfiles"

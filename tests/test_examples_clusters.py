@@ -20,8 +20,8 @@ import yaml
 from factories import make_facts
 
 from doctor.cli import main
-from doctor.engine import diagnose
-from doctor.facts import Facts
+from doctor.model.facts import Facts
+from doctor.pipeline import diagnose
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SBATCH = EXAMPLES / "slurm" / "preflight.sbatch"

@@ -287,16 +287,16 @@ def test_unchecked_causes_stay_unchecked_on_a_machine() -> None:
 
 
 def test_only_the_checks_of_the_matched_causes_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    import doctor.engine
+    import doctor.pipeline
 
     ran: list[list[str]] = []
-    real = doctor.engine.diagnose
+    real = doctor.pipeline.diagnose
 
     def spy(facts, checks=None, ctx=None):  # type: ignore[no-untyped-def]
         ran.append([c.id for c in checks])
         return real(facts, checks=checks, ctx=ctx)
 
-    monkeypatch.setattr(doctor.engine, "diagnose", spy)
+    monkeypatch.setattr(doctor.pipeline, "diagnose", spy)
     explain("Failed to initialize NVML: Driver/library version mismatch\nNo CUDA GPUs are available", make_facts())
     assert ran == [["driver.not_loaded", "driver.module_userspace_mismatch", "env.cuda_visible_devices",
                     "container.no_gpu_passthrough"]]

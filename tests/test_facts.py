@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.cli import main
-from doctor.engine import diagnose
-from doctor.facts import FACTS_SCHEMA, Facts, FactsError, facts_schema, load_facts, validate
+from doctor.model.facts import FACTS_SCHEMA, Facts, FactsError, facts_schema, load_facts, validate
+from doctor.pipeline import diagnose
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO / "doctor" / "schemas"

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from fix_scenarios import DISTROS, SCENARIOS, scenario
 
-from doctor.engine import diagnose
 from doctor.fixplan import (
     BlacklistNouveau,
     FixPlan,
@@ -29,6 +28,7 @@ from doctor.fixplan import (
     build_plan,
 )
 from doctor.matrix import current
+from doctor.pipeline import diagnose
 from doctor.render import apt, conda, dnf, pip
 from doctor.render.fixscript import render_script
 
@@ -415,7 +415,7 @@ def test_inside_a_container_the_driver_is_the_hosts_and_never_installed_here() -
 
     from factories import H100, make_facts
 
-    from doctor.facts import Toolkit
+    from doctor.model.facts import Toolkit
 
     # a GeForce card: forward compatibility (cuda-compat inside the container) does not apply to it
     rtx = replace(H100, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from fix_scenarios import SCENARIOS, scenario
 
-from doctor.engine import diagnose
-from doctor.facts import Facts
 from doctor.fixplan import build_plan
 from doctor.matrix import current
+from doctor.model.facts import Facts
+from doctor.pipeline import diagnose
 from doctor.render import apt, conda, dnf, pip
 from doctor.render.fixscript import render_script
 

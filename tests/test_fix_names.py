@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from fix_scenarios import scenario
 
-from doctor.engine import diagnose
 from doctor.fixplan import (
     FixPlan,
     InstallCudaCompat,
@@ -25,6 +24,7 @@ from doctor.fixplan import (
     build_plan,
 )
 from doctor.matrix import current
+from doctor.pipeline import diagnose
 from doctor.render import apt, dnf, pip
 
 

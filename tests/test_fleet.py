@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from doctor.cli import main
 from doctor.commands.fleet import load_fleet, read_files, render_markdown
-from doctor.engine import diagnose
-from doctor.facts import Facts, Toolkit
 from doctor.fleet import FleetInputError, Node, aggregate, read_node, summarize
+from doctor.model.facts import Facts, Toolkit
+from doctor.pipeline import diagnose
 
 GPU1 = replace(H100, index=1, uuid="GPU-22222222-2222-3333-4444-555555555555", pci_bus_id="00000000:3B:00.0")
 

@@ -147,7 +147,7 @@ def test_hostile_file_contents_under_root_are_facts_or_errors(tmp_path: Path, co
     COUNTS["fault sysroots"] = COUNTS.get("fault sysroots", 0) + len(files)
     facts = collect(host(tmp_path))
     assert facts.host.container_toolkit is None or facts.host.container_toolkit.runtime_configured is not True
-    from doctor.engine import diagnose
+    from doctor.pipeline import diagnose
     from doctor.render.text import render
 
     assert "\x1b" not in render(diagnose(facts), verbose=True, colour=False)

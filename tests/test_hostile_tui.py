@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.text import Text
 from textual.widgets import DataTable, Static
 
-from doctor.facts import load_facts
+from doctor.model.facts import load_facts
 from doctor.safeio import visible
 from doctor.tui.app import DoctorApp
 from doctor.tui.model import Source

@@ -18,7 +18,7 @@ import pytest
 from factories import make_facts
 from sysroot import LIBDIR, Link, build, data, driver_libs, pci_gpu, pci_other
 
-from doctor.engine import diagnose
+from doctor.pipeline import diagnose
 from doctor.render.nfd import PREFIX, labels, parse, render, valid_name, valid_value
 
 REPO = Path(__file__).resolve().parent.parent
@@ -121,7 +121,7 @@ def test_the_daemonset_command_labels_a_healthy_host_ready(host_without_gpu_acce
 
 
 def test_a_node_with_too_little_evidence_is_not_labelled_ready() -> None:
-    from doctor.facts import Facts
+    from doctor.model.facts import Facts
 
     got = parse(render(diagnose(Facts())))
     assert (got[f"{PREFIX}gpu-doctor.ready"], got[f"{PREFIX}gpu-doctor.status"]) == ("false", "unknown")

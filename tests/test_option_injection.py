@@ -18,7 +18,6 @@ import pytest
 from factories import make_facts
 from fix_scenarios import scenario
 
-from doctor.facts import Package
 from doctor.fixplan import (
     BlacklistNouveau,
     FixPlan,
@@ -35,6 +34,7 @@ from doctor.fixplan import (
     RebuildDkms,
     ReinstallTorch,
 )
+from doctor.model.facts import Package
 from doctor.render import apt, conda, dnf, pip
 from doctor.render.fixscript import render_script
 from doctor.render.values import fits
@@ -146,9 +146,9 @@ def test_pin_scripts_refuse_a_hostile_package_from_the_snapshot(tmp_path: Path) 
 
 
 def test_a_hostile_kernel_from_the_snapshot_is_refused_in_the_fix_script() -> None:
-    from doctor.engine import diagnose
     from doctor.fixplan import build_plan
     from doctor.matrix import current
+    from doctor.pipeline import diagnose
 
     facts = scenario("module_missing_for_kernel")
     facts = dataclasses.replace(facts, driver=dataclasses.replace(facts.driver, running_kernel="-k"))

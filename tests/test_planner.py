@@ -22,10 +22,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from doctor import queries
-from doctor.engine import diagnose
-from doctor.facts import PyPackage, PythonEnv
 from doctor.fixplan import InstallCudaCompat, InstallDriver, Options, ReinstallTorch, build_plan
 from doctor.matrix import bundled, vtuple
+from doctor.model.facts import PyPackage, PythonEnv
+from doctor.pipeline import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPAT = ROOT / "compat"
@@ -154,7 +154,7 @@ def test_a_healthy_second_environment_is_left_alone() -> None:
 def test_a_torch_step_runs_on_the_installed_driver_when_a_build_does() -> None:
     # A CUDA 13.0 toolkit asks for driver 580; the CPU torch is still replaced by a build 535 runs (cu126), so
     # the torch step does not silently depend on the driver step.
-    from doctor.facts import Toolkit
+    from doctor.model.facts import Toolkit
 
     rtx4090 = replace(H100, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")  # no forward compat
     facts = make_facts(driver__kernel_module="535.104.05", driver__userspace="535.104.05", gpus=[rtx4090],

@@ -14,7 +14,7 @@ import pytest
 from factories import make_facts
 from prometheus_client.parser import text_string_to_metric_families
 
-from doctor.engine import diagnose
+from doctor.pipeline import diagnose
 from doctor.render.prometheus import active_figures, render
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,10 +82,10 @@ def test_active_figures_are_found_by_name_wherever_the_section_keeps_them() -> N
 
 
 def test_active_figures_use_the_active_sections_own_measurements(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("doctor.facts_active")
+    fake = types.ModuleType("doctor.model.facts_active")
     fake.MEASURES = {"device_gbs": ("device memory bandwidth", "GB/s")}  # type: ignore[attr-defined]
     fake.measurements = lambda active: {"GPU 3 device_gbs": ("NVIDIA H100", 3012.5)}  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "doctor.facts_active", fake)
+    monkeypatch.setitem(sys.modules, "doctor.model.facts_active", fake)
     report = diagnose(make_facts())
     report = replace(report, facts=types.SimpleNamespace(**{f: getattr(report.facts, f) for f in (
         "driver", "gpus", "toolkits", "cudnn", "host", "python_envs")}, active=object()))
@@ -138,7 +138,7 @@ def test_output_into_a_missing_directory_is_a_usage_error(fmt: str) -> None:
 
 
 def test_a_report_with_too_little_evidence_is_not_ready() -> None:
-    from doctor.facts import Facts
+    from doctor.model.facts import Facts
 
     report = diagnose(Facts())
     assert report.status == "unknown"
@@ -148,7 +148,7 @@ def test_a_report_with_too_little_evidence_is_not_ready() -> None:
 
 
 def test_a_recorded_smoke_test_becomes_active_rates() -> None:
-    from doctor.facts_active import ActiveEnd, ActiveFacts, ActiveGpu, DriverTest, NvmlReading
+    from doctor.model.facts_active import ActiveEnd, ActiveFacts, ActiveGpu, DriverTest, NvmlReading
 
     name = "NVIDIA A100-SXM4-40GB"
     smoke = DriverTest(mode="smoke", done=True, end=ActiveEnd(event="exit", returncode=0), device_count=1,

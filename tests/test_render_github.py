@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from factories import make_facts
 
-from doctor.engine import diagnose
-from doctor.findings import Evidence
+from doctor.model.findings import Evidence
+from doctor.pipeline import diagnose
 from doctor.render.github import render
 
 

@@ -25,8 +25,8 @@ from doctor import cli
 from doctor.active import events
 from doctor.active.gpu import Options
 from doctor.examples import EXAMPLES, by_name
-from doctor.facts import Facts
-from doctor.findings import Finding
+from doctor.model.facts import Facts
+from doctor.model.findings import Finding
 from doctor.tui import active, fixes, model
 from doctor.tui.app import DoctorApp
 from doctor.tui.live import GpuSample
@@ -792,7 +792,7 @@ async def test_diagnosis_is_not_on_the_ui_thread() -> None:
     gate = threading.Event()
 
     def slow_diagnose(facts: Facts) -> Any:
-        from doctor.engine import diagnose
+        from doctor.pipeline import diagnose
 
         seen.append(threading.current_thread().name)
         gate.wait(10)
@@ -888,7 +888,7 @@ async def test_no_color_selects_the_monochrome_theme(monkeypatch: pytest.MonkeyP
 
 def test_fix_script_of_the_view_is_the_seam_function() -> None:
     facts = by_name("module-userspace-mismatch").facts()  # type: ignore[union-attr]
-    from doctor.engine import diagnose
+    from doctor.pipeline import diagnose
 
     report = diagnose(facts)
     bad = [f for f in report.findings if f.severity == "fail"]

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from doctor import cli
-from doctor.engine import diagnose
 from doctor.examples import EXAMPLES, by_name
-from doctor.findings import Finding, Fix, FixStep
 from doctor.host import Host
+from doctor.model.findings import Finding, Fix, FixStep
+from doctor.pipeline import diagnose
 from doctor.tui import active, fixes, model
 from doctor.tui.live import sample_gpus
 
@@ -50,7 +50,7 @@ def test_tui_model_fixes_active_live_and_examples_do_not_import_textual() -> Non
 
 
 def test_engine_checks_and_probes_do_not_import_textual() -> None:
-    assert "textual" not in modules_after("import doctor.engine, doctor.checks, doctor.probes, doctor.facts")
+    assert "textual" not in modules_after("import doctor.engine, doctor.checks, doctor.probes, doctor.model.facts")
 
 
 def test_help_lists_tui_and_demo_without_importing_textual() -> None:

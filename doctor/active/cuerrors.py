@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from doctor.findings import FixStep
+from doctor.model.findings import FixStep
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from doctor.active.events import Event, Outcome, Progress
-from doctor.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.findings import Evidence, Finding, Fix, FixStep
 
 if TYPE_CHECKING:
     from doctor.host import Host
@@ -185,7 +185,7 @@ def dcgm_events(host: Host, seconds: int = DEFAULT_SECONDS) -> Iterator[Event]:
 
 def _outcome(rec: dict[str, Any]) -> Outcome:
     from doctor.active.record import outcome
-    from doctor.facts_active import ActiveFacts, DcgmDiag, coerce
+    from doctor.model.facts_active import ActiveFacts, DcgmDiag, coerce
 
     summary = f"DCGM: skipped ({rec['skipped']})" if rec.get("skipped") else None
     return outcome(ActiveFacts(dcgm=coerce(DcgmDiag, rec)), {"dcgm": rec}, summary)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from doctor.findings import Finding
+from doctor.model.findings import Finding
 from doctor.safeio import display
 
 
@@ -42,7 +42,7 @@ class Outcome:
     summary: str
     findings: list[Finding] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
-    active: Any = None  # the measurements as facts (doctor.facts_active.ActiveFacts), recorded by `snapshot --smoke`
+    active: Any = None  # the measurements as facts (model.facts_active.ActiveFacts), from `snapshot --smoke`
 
 
 Event = Progress | Log | Outcome

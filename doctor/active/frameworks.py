@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from doctor.active.events import Event, Log, Progress
-from doctor.findings import Evidence, Finding, Fix
+from doctor.model.findings import Evidence, Finding, Fix
 
 DEFAULT_TIMEOUT = 120.0
 AREA = "Framework smoke test"
@@ -110,7 +110,7 @@ def framework_events(pythons: Sequence[str], frameworks: Sequence[str], timeout:
             if run.get("ok"):
                 yield Log(f"{name}: GPU matrix product matches the CPU")
     from doctor.active.record import outcome
-    from doctor.facts_active import ActiveFacts, FrameworkTest, coerce
+    from doctor.model.facts_active import ActiveFacts, FrameworkTest, coerce
 
     test = coerce(FrameworkTest, {"pythons": list(pythons), "requested": list(frameworks), "runs": runs})
     out = outcome(ActiveFacts(frameworks=test), {"frameworks": runs}, matrix=matrix, what="framework smoke test")

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.active.events import Event, Log, Progress
-from doctor.findings import SEVERITY_RANK, Finding
+from doctor.model.findings import Finding
+from doctor.model.severity import SEVERITY_RANK
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -100,7 +101,7 @@ def _events(mode: str, options: Options, matrix: Any) -> Iterator[Event]:
     results["gpus"] = [gpus[k] for k in sorted(gpus)]
     from doctor import __version__
     from doctor.active.record import outcome
-    from doctor.facts_active import ActiveFacts, driver_test
+    from doctor.model.facts_active import ActiveFacts, driver_test
 
     test = driver_test(results, __version__)
     active = ActiveFacts(**{mode: test})

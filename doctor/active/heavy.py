@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from doctor.active.events import Event, Outcome, Progress
-from doctor.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.findings import Evidence, Finding, Fix, FixStep
 
 if TYPE_CHECKING:
     from doctor.host import Host
@@ -105,7 +105,7 @@ def burn_events(host: Host, seconds: int = DEFAULT_SECONDS) -> Iterator[Event]:
 
 def _outcome(rec: dict[str, Any], summary: str | None = None) -> Outcome:
     from doctor.active.record import outcome
-    from doctor.facts_active import ActiveFacts, GpuBurn, coerce
+    from doctor.model.facts_active import ActiveFacts, GpuBurn, coerce
 
     return outcome(ActiveFacts(gpu_burn=coerce(GpuBurn, rec)), {"gpu_burn": rec}, summary)
 

@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from doctor.active.cuerrors import meaning
-from doctor.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.findings import Evidence, Finding, Fix, FixStep
 
 MIB = 1 << 20
 AREA_SMOKE = "Smoke test"

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.active.nvmlread import bus_key
-from doctor.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.findings import Evidence, Finding, Fix, FixStep
 
 AREA = "Multi-GPU"
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from doctor.active.events import Event, Outcome, Progress
 from doctor.active.multigpu import expected_gbs
-from doctor.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.findings import Evidence, Finding, Fix, FixStep
 
 if TYPE_CHECKING:
     from doctor.host import Host
@@ -173,11 +173,11 @@ def nccl_events(host: Host, ngpus: int, mg: dict[str, Any] | None = None,
 def _outcome(rec: dict[str, Any], mg: dict[str, Any] | None = None) -> Outcome:
     """The record judged with the multi-GPU facts of the smoke test that ran before (``mg``)."""
     from doctor.active.record import outcome
-    from doctor.facts_active import ActiveFacts, MultiGpu, NcclTests, coerce
+    from doctor.model.facts_active import ActiveFacts, MultiGpu, NcclTests, coerce
 
     smoke = None
     if mg is not None:
-        from doctor.facts_active import DriverTest
+        from doctor.model.facts_active import DriverTest
 
         smoke = DriverTest(mode="smoke", multi_gpu=coerce(MultiGpu, mg))
     summary = f"nccl-tests: skipped ({rec['skipped']})" if rec.get("skipped") else None

@@ -9,15 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.active.events import Outcome
-from doctor.facts import Facts
-from doctor.facts_active import ActiveFacts
-from doctor.findings import SEVERITY_RANK, Finding
+from doctor.model.facts import Facts
+from doctor.model.facts_active import ActiveFacts
+from doctor.model.findings import Finding
+from doctor.model.severity import SEVERITY_RANK
 
 
 def judged(active: ActiveFacts, matrix: Any = None) -> list[Finding]:
     """The findings of the active-test checks (doctor/checks/active.py) on facts holding only ``active``."""
     from doctor.checks.active import CHECKS
-    from doctor.engine import diagnose
+    from doctor.pipeline import diagnose
     from doctor.registry import Context
 
     if matrix is None:

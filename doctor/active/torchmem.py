@@ -14,7 +14,7 @@ from typing import Any
 
 from doctor.active.events import Event, Progress
 from doctor.active.frameworks import FALLBACK, classify
-from doctor.findings import Evidence, Finding, Fix
+from doctor.model.findings import Evidence, Finding, Fix
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_BATCH_CAP = 4096
@@ -83,7 +83,7 @@ def torch_events(pythons: Sequence[str], mode: str, spec: str | None = None, cap
                 run["end"] = ev
         runs.append(run)
     from doctor.active.record import outcome
-    from doctor.facts_active import ActiveFacts, TorchRun, coerce
+    from doctor.model.facts_active import ActiveFacts, TorchRun, coerce
 
     what = {"oom": "torch OOM probe", "batch": "batch-size probe", "allreduce": "NCCL all-reduce"}[mode]
     records = [r for r in (coerce(TorchRun, run) for run in runs) if r is not None]

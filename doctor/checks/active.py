@@ -12,12 +12,12 @@ import dataclasses
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from doctor.facts import Facts
-from doctor.findings import Finding
+from doctor.model.facts import Facts
+from doctor.model.findings import Finding
 from doctor.registry import Check, Context, NotApplicable, Skip, check
 
 if TYPE_CHECKING:
-    from doctor.facts_active import ActiveFacts
+    from doctor.model.facts_active import ActiveFacts
 
 AREA = "Active tests"
 
@@ -71,7 +71,7 @@ def smoke(facts: Facts, ctx: Context) -> list[Finding]:
     if test is None:
         raise NotApplicable("no smoke test was recorded")
     from doctor.active.judge import smoke_findings
-    from doctor.facts_active import driver_results
+    from doctor.model.facts_active import driver_results
 
     return smoke_findings(driver_results(test), ctx.matrix)
 
@@ -85,7 +85,7 @@ def oom(facts: Facts, ctx: Context) -> list[Finding]:
     if test is None:
         raise NotApplicable("no OOM probe was recorded")
     from doctor.active.judge import oom_findings
-    from doctor.facts_active import driver_results
+    from doctor.model.facts_active import driver_results
 
     return oom_findings(driver_results(test), ctx.matrix)
 

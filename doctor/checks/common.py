@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.facts import Facts, PyPackage
-from doctor.findings import Evidence, Finding, Fix, FixStep
-from doctor.intents import Intent
+from doctor.model.facts import Facts, PyPackage
+from doctor.model.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.intents import Intent
 from doctor.safeio import small_int
 
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib")

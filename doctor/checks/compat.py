@@ -11,9 +11,10 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, label, ok
-from doctor.facts import Facts, Gpu, PyPackage, PythonEnv
-from doctor.findings import Evidence, Finding, value_text
-from doctor.intents import (
+from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
+from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv, cudnn_version
+from doctor.model.findings import Evidence, Finding, value_text
+from doctor.model.intents import (
     InstallCudaCompat,
     InstallCudnn,
     InstallDriverBranch,
@@ -21,8 +22,6 @@ from doctor.intents import (
     Intent,
     ReinstallFramework,
 )
-from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
-from doctor.parsers import cudnn_version
 from doctor.queries import driver_floor
 from doctor.registry import Context, NotApplicable, Skip, check
 from doctor.safeio import lazy_compile

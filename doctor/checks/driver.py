@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, gpu_present, label, ok
-from doctor.facts import Facts
-from doctor.findings import Evidence, Finding, FixStep
-from doctor.intents import BlacklistNouveau, InstallDriverBranch, LoadModule, RebuildDkms, ReloadDriver
+from doctor.model.facts import Facts
+from doctor.model.findings import Evidence, Finding, FixStep
+from doctor.model.intents import BlacklistNouveau, InstallDriverBranch, LoadModule, RebuildDkms, ReloadDriver
 from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "Driver"

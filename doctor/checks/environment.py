@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import driver_installed, ev, finding, frameworks, gpu_present, label, ok, probed
-from doctor.facts import Facts, Gpu
-from doctor.findings import Evidence, Finding, FixStep
-from doctor.intents import InstallContainerToolkit, ReinstallFramework, UnsetEnvVar
+from doctor.model.facts import Facts, Gpu
+from doctor.model.findings import Evidence, Finding, FixStep
+from doctor.model.intents import InstallContainerToolkit, ReinstallFramework, UnsetEnvVar
 from doctor.registry import Context, NotApplicable, Skip, check
 from doctor.safeio import small_int
 

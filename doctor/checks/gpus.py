@@ -8,9 +8,9 @@ from functools import cache
 from typing import Any
 
 from doctor.checks.common import finding, ok
-from doctor.facts import Facts, Gpu, XidEvent
-from doctor.findings import Evidence, Finding, FixStep
 from doctor.matrix import Matrix, current
+from doctor.model.facts import Facts, Gpu, XidEvent
+from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check
 from doctor.safeio import lazy_compile
 

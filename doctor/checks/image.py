@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from doctor.checks.common import ev, finding, ok
-from doctor.facts import Facts
-from doctor.findings import Finding
+from doctor.model.facts import Facts
+from doctor.model.findings import Finding
 from doctor.registry import Context, NotApplicable, check
 
 TOOLKIT_DOC = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"

@@ -6,9 +6,9 @@ import datetime as _dt
 from collections.abc import Iterator
 
 from doctor.checks.common import ev, finding, ok
-from doctor.facts import Facts
-from doctor.findings import Evidence, Finding
 from doctor.matrix import Matrix, Row, current, vtuple
+from doctor.model.facts import Facts
+from doctor.model.findings import Evidence, Finding
 from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "Driver"

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok, probed
-from doctor.facts import Facts, PyPackage
-from doctor.findings import Evidence, Finding, FixStep
-from doctor.intents import OnlyIfWanted, ReinstallFramework
+from doctor.model.facts import Facts, PyPackage
+from doctor.model.findings import Evidence, Finding, FixStep
+from doctor.model.intents import OnlyIfWanted, ReinstallFramework
 from doctor.registry import Context, NotApplicable, Skip, check
 
 AREA = "CUDA toolkit"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.cli import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, UsageError, positive_seconds
+from doctor.pipeline import FORMATS
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -16,7 +17,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                          "finding grouped by area. Never changes the system, never uses the network.")
         p.add_argument("checks", nargs="*", metavar="CHECK_ID", help="run only these checks (ids from --list-checks)")
         out = p.add_argument_group("output")
-        out.add_argument("--format", choices=("text", "json", "junit", "markdown", *EXTRA_FORMATS), default=None,
+        out.add_argument("--format", choices=tuple(FORMATS), default=None,
                          help="text (default; for people), json (schema gpu-doctor.report/v1), junit (each check a "
                          "test case, for CI), markdown (for an issue; facts in a collapsible block), github (GitHub "
                          "Actions annotations), prometheus (metrics gpu_doctor_*), nfd (Node Feature Discovery labels)")
@@ -157,33 +158,14 @@ def read_input(path: str, option: str) -> str:
 
 
 def load_facts_file(path: str) -> Any:
-    from doctor.facts import FactsError, load_facts
+    from doctor import pipeline
+    from doctor.model.facts import FactsError
 
     text = read_input(path, "--facts")
     try:
-        return facts_of_report(text) or load_facts(text)
+        return pipeline.load(text)
     except FactsError as exc:
         raise UsageError(f"--facts {path}: not a gpu-doctor facts snapshot or report: {exc}") from None
-
-
-def facts_of_report(text: str) -> Any:
-    """The facts inside a report (`check --json`), as `diff` and `fleet` read them; None when not a report."""
-    import json
-
-    from doctor.engine import REPORT_SCHEMA
-    from doctor.facts import FACTS_SCHEMA, Facts, FactsError
-
-    if f'"{REPORT_SCHEMA}"' not in text[:200]:
-        return None  # the report's schema key comes first: a snapshot is not parsed twice
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return None  # load_facts says what is wrong with it
-    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
-        return None
-    if not isinstance(data.get("facts"), dict):
-        raise FactsError(f"a gpu-doctor report without its facts (a {FACTS_SCHEMA} object under \"facts\")")
-    return Facts.from_dict(data["facts"])
 
 
 def facts_from_collect_env(path: str) -> Any:
@@ -233,27 +215,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         facts = load_facts_file(args.facts) if args.facts else collect_from_args(args)
 
-    from doctor.engine import diagnose
+    from doctor import pipeline
     from doctor.matrix import current
-    from doctor.registry import Context
 
-    ctx = Context(matrix=current(), options={"static": args.static})
+    matrix = current()
     if args.static:
-        facts = static_view(facts, ctx.matrix, args.host_driver, args.target_gpu, args.target_cc)
-        selected = [c for c in (selected or REGISTRY) if c.static]
-    report = diagnose(facts, checks=selected, ctx=ctx)  # type: ignore[arg-type]
-    if args.static:
-        from dataclasses import replace
-
-        report = replace(report, mode="static")
-    if requirements:
-        from doctor.require import evaluate
-
-        report = report.with_findings(evaluate(facts, requirements))
-    if image is not None:
-        from doctor.dockerfile import locate
-
-        report = locate(report, image)
+        facts = static_view(facts, matrix, args.host_driver, args.target_gpu, args.target_cc)
+    report = pipeline.check(facts, matrix, checks=selected, static=args.static,  # type: ignore[arg-type]
+                            requirements=requirements, image=image)
     fmt = "json" if args.json else (args.format or "text")
     if getattr(args, "output", None):
         write_report(report, fmt, args.output, strict=args.strict)
@@ -265,8 +234,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_UNKNOWN
     return EXIT_OK
 
-
-EXTRA_FORMATS = ("github", "prometheus", "nfd")
 
 
 def list_checks(registry: list[Any], width: int | None = None) -> str:
@@ -316,40 +283,20 @@ def dockerfile_image(args: argparse.Namespace) -> Any:
 def write_report(report: Any, fmt: str, path: str, strict: bool = False) -> None:
     """--output: the report written atomically (a temporary dot-file renamed over PATH), as the
     node_exporter textfile collector and NFD's features.d readers need."""
-    from doctor.render.files import OutputError, write_atomic
+    from doctor import pipeline
+    from doctor.render.files import OutputError
 
     try:
-        if fmt == "prometheus":
-            from doctor.render.prometheus import write_textfile
-
-            write_textfile(report, path)
-        else:
-            write_atomic(path, render_report(report, fmt, strict=strict))
+        pipeline.write(report, fmt, path, strict=strict)
     except OutputError as exc:
         raise UsageError(f"--output {exc}") from None
     print(f"gpu-doctor: wrote {path}", file=sys.stderr)
 
 
 def render_report(report: Any, fmt: str, verbose: bool = False, strict: bool = False) -> str:
-    if fmt in EXTRA_FORMATS:
-        from doctor.render.files import render_extra
+    from doctor import pipeline
 
-        return render_extra(report, fmt, strict=strict)
-    if fmt == "json":
-        import json
-
-        return json.dumps(report.to_dict(), indent=2) + "\n"
-    if fmt == "junit":
-        from doctor.render.junit import render as junit
-
-        return junit(report, strict=strict)
-    if fmt == "markdown":
-        from doctor.render.markdown import render as markdown
-
-        return markdown(report)
-    from doctor.render.text import render
-
-    return render(report, verbose=verbose)
+    return pipeline.render(report, fmt, verbose=verbose, strict=strict)
 
 
 def _requirements(specs: list[str]) -> list[Any]:
@@ -369,8 +316,8 @@ def static_view(facts: Any, matrix: Any, host_driver: str | None, target_gpu: st
     are not the image's future host, so they are replaced by what the user says of that host (or nothing)."""
     from dataclasses import replace
 
-    from doctor.facts import DriverInfo, Gpu
     from doctor.matrix import vtuple
+    from doctor.model.facts import DriverInfo, Gpu
 
     if host_driver and (not vtuple(host_driver) or vtuple(host_driver)[0] < 100):
         raise UsageError(f"--host-driver {host_driver!r}: not an NVIDIA driver version (e.g. 535.104.05)")
@@ -392,7 +339,7 @@ def static_view(facts: Any, matrix: Any, host_driver: str | None, target_gpu: st
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from doctor.facts import facts_schema, validate
+    from doctor.model.facts import facts_schema, validate
 
     facts = collect_from_args(args)
     if args.smoke or args.oom:

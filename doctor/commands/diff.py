@@ -8,9 +8,9 @@ import sys
 from typing import Any
 
 from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
+from doctor.model.severity import MARKS
 from doctor.safeio import display
 
-MARKS = {"warn": "!", "fail": "✗"}
 AREAS = ("Host", "Driver", "GPUs", "CUDA toolkit", "cuDNN", "Python & frameworks", "Environment", "Active tests")
 
 
@@ -42,9 +42,10 @@ def run(name: str, args: argparse.Namespace) -> int:
 
 def load_side(path: str) -> tuple[Any, list[Any]]:
     """(facts, problem findings) of a report or snapshot file; UsageError when it is neither."""
-    from doctor.engine import REPORT_SCHEMA, diagnose
-    from doctor.facts import FACTS_SCHEMA, Facts, FactsError
     from doctor.fleet import Problem
+    from doctor.model.facts import FACTS_SCHEMA, Facts, FactsError
+    from doctor.model.report import REPORT_SCHEMA
+    from doctor.pipeline import diagnose
     from doctor.safeio import InputError, load_json, read_input
 
     try:

@@ -94,13 +94,14 @@ def renderers(plan: Any, fmt: str) -> tuple[Any, Any]:
 
 
 def make_plan(facts: Any, args: argparse.Namespace) -> Any:
-    from doctor.engine import diagnose
-    from doctor.fixplan import Options, PlanError, build_plan
+    from doctor import pipeline
+    from doctor.fixplan import Options, PlanError
     from doctor.matrix import current
 
-    report = diagnose(facts)
+    matrix = current()
+    report = pipeline.diagnose(facts, matrix=matrix, plan_fixes=False)  # planned once, below
     try:
-        return build_plan(facts, report.findings, current(), Options(
+        return pipeline.plan(facts, report.findings, matrix, Options(
             target_driver=getattr(args, "target_driver", None), target_cuda=getattr(args, "target_cuda", None),
             want=getattr(args, "want", None), python_only=getattr(args, "format", None) in PYTHON_FORMATS))
     except PlanError as exc:
@@ -166,9 +167,9 @@ def cmd_pin(args: argparse.Namespace) -> int:
     facts = _facts(args)
     if args.check:
         return _check(facts, args.check)
-    from doctor.engine import diagnose
+    from doctor.pipeline import diagnose
 
-    report = diagnose(facts)
+    report = diagnose(facts, plan_fixes=False)  # only its status is read
     if report.status == "fail" and not args.force:
         bad = [f.code for f in report.findings if f.severity == "fail"]
         print(f"gpu-doctor: not pinning a failing state ({', '.join(bad)}): run `gpu-doctor fix` first, or pass "

@@ -126,7 +126,7 @@ def _chain(*tests: Any) -> Any:
     called with the results so far and returns the test (a later test that depends on an earlier one)."""
     from doctor.active.events import Outcome
     from doctor.active.gpu import status_of
-    from doctor.facts_active import ActiveFacts
+    from doctor.model.facts_active import ActiveFacts
 
     findings: list[Any] = []
     results: dict[str, Any] = {}
@@ -212,8 +212,8 @@ def _framework_events(args: argparse.Namespace) -> Any:
 
 def _report(name: str, args: argparse.Namespace, events: Any) -> int:
     from doctor.active.events import StderrProgress, last_outcome
-    from doctor.commands.check import render_report
     from doctor.host import Host
+    from doctor.pipeline import render as render_report
     from doctor.probes import collect
 
     outcome = last_outcome(events, StderrProgress(quiet=args.quiet))
@@ -243,7 +243,7 @@ def with_active(facts: Any, outcome: Any) -> Any:
     from dataclasses import replace
     from datetime import datetime, timezone
 
-    from doctor.facts_active import ActiveFacts
+    from doctor.model.facts_active import ActiveFacts
 
     if outcome.active is None:
         return facts
@@ -255,7 +255,8 @@ def active_report(facts: Any) -> Any:
     """The report of the active-test checks on these facts: the same findings `check --facts` gives for them.
     Checks with nothing recorded (not applicable) are left out of the list."""
     from doctor.checks.active import CHECKS
-    from doctor.engine import Report, diagnose
+    from doctor.model.report import Report
+    from doctor.pipeline import diagnose
 
     full = diagnose(facts, checks=list(CHECKS))
     ran = [c for c in full.checks if c.status != "not_applicable"]

@@ -21,7 +21,7 @@ from doctor.dockerfile.installs import (
     spec_name,
 )
 from doctor.dockerfile.syntax import Instruction, exec_form, key_values, read_instructions, substitute
-from doctor.facts import (
+from doctor.model.facts import (
     ENV_NAMES,
     Cudnn,
     DriverInfo,

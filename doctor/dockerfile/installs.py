@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.dockerfile.syntax import commands, substitute
-from doctor.facts import PyPackage
+from doctor.model.facts import PyPackage
 
 PIP_VALUE_OPTIONS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-r", "--requirement", "-c",
                      "--constraint", "-e", "--editable", "-t", "--target", "--prefix", "--root", "--root-user-action",

@@ -36,7 +36,7 @@ def line_for(finding: Any, image: Image) -> int:
 def locate(report: Any, image: Image) -> Any:
     """The report with each finding pointing at its line: `Dockerfile:12: title`, and the location as
     evidence (fact ``dockerfile``) for JSON and CI annotations."""
-    from doctor.findings import Evidence
+    from doctor.model.findings import Evidence
 
     found = []
     for f in [*report.findings, *note_findings(image)]:
@@ -52,7 +52,7 @@ def locate(report: Any, image: Image) -> Any:
 
 def note_findings(image: Image) -> list[Any]:
     """What the reader could not resolve, as info findings at their lines (shown with -v and in JSON)."""
-    from doctor.findings import Evidence, Finding
+    from doctor.model.findings import Evidence, Finding
 
     return [Finding(code="dockerfile.unresolved", severity="info", title=f"{image.path}:{ln}: {text}",
                     evidence=[Evidence("dockerfile", f"{image.path}:{ln}", "dockerfile")], area="Environment",

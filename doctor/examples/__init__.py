@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-from doctor.facts import Facts, load_facts
+from doctor.model.facts import Facts, load_facts
 
 
 @dataclass(frozen=True)

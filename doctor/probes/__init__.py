@@ -10,8 +10,8 @@ import datetime as _dt
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from doctor.facts import ENV_NAMES, Facts
 from doctor.host import Host
+from doctor.model.facts import ENV_NAMES, Facts
 from doctor.probes import cuda, driver, hostinfo, pyenvs
 from doctor.probes.base import Recorder
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from doctor.facts import ProbeError
 from doctor.host import Host
+from doctor.model.facts import ProbeError
 from doctor.safeio import InputError, load_json
 
 

@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable
 
 from doctor import parsers
-from doctor.facts import Cudnn, LibRef, LoaderInfo, PythonEnv, Toolkit
 from doctor.host import Host
+from doctor.model.facts import Cudnn, LibRef, LoaderInfo, PythonEnv, Toolkit, cudnn_version
 from doctor.probes.base import Recorder
 
 MULTIARCH_DIRS = (
@@ -227,5 +227,5 @@ def probe_cudnn(host: Host, rec: Recorder, toolkits: list[Toolkit], loader: Load
 
 
 def cudnn_from_int(value: int) -> str | None:
-    """cudnnGetVersion's integer, decoded by the one decoder (parsers.cudnn_version)."""
-    return parsers.cudnn_version(value) if value >= 1000 else None
+    """cudnnGetVersion's integer, decoded by the one decoder (doctor.model.facts.cudnn_version)."""
+    return cudnn_version(value) if value >= 1000 else None

@@ -6,8 +6,8 @@ import re
 from typing import Any
 
 from doctor import parsers
-from doctor.facts import DriverInfo, Gpu, GpuProcess, LoaderInfo, MigDevice, Package, XidEvent
 from doctor.host import Host
+from doctor.model.facts import DriverInfo, Gpu, GpuProcess, LoaderInfo, MigDevice, Package, XidEvent
 from doctor.probes.base import Recorder, own_python, run_python_child
 from doctor.safeio import lazy_compile
 

@@ -7,8 +7,8 @@ import platform
 import re
 
 from doctor import parsers
-from doctor.facts import ContainerToolkit, HostInfo
 from doctor.host import Host
+from doctor.model.facts import ContainerToolkit, HostInfo
 from doctor.probes.base import Recorder
 from doctor.safeio import InputError, load_json
 

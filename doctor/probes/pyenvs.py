@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from doctor import parsers
-from doctor.facts import DeepResult, PyPackage, PythonEnv
 from doctor.host import Host
+from doctor.model.facts import DeepResult, PyPackage, PythonEnv, cudnn_version
 from doctor.probes.base import Recorder, run_python_child
 
 DEEP_FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jaxlib", "cupy")
@@ -230,7 +230,7 @@ def _deepen(host: Host, rec: Recorder, exe: str, pkg: PyPackage, timeout: float)
         device_count=_int(raw.get("device_count")),
         error=_str(raw.get("error")),
         cuda=_s(raw.get("cuda")),
-        cudnn=parsers.cudnn_version(raw.get("cudnn")),  # torch answers 92400 for cuDNN 9.24.0
+        cudnn=cudnn_version(raw.get("cudnn")),  # torch answers 92400 for cuDNN 9.24.0
         arch_list=_strs(raw.get("arch_list")),
     )
     return replace(pkg, deep=result, arch_list=_strs(raw.get("arch_list")) or pkg.arch_list,

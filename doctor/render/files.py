@@ -1,32 +1,14 @@
-"""The machine formats beside text/json/junit/markdown (github, prometheus, nfd) and the atomic write
-that file-watching readers (node_exporter's textfile collector, NFD's features.d) need."""
+"""The atomic write that file-watching readers (node_exporter's textfile collector, NFD's features.d) need."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 
 class OutputError(Exception):
     """The output file could not be written; the message names the path and why."""
-
-
-def render_extra(report: Any, fmt: str, strict: bool = False) -> str:
-    if fmt == "github":
-        from doctor.render.github import render
-
-        return render(report, strict=strict)
-    if fmt == "prometheus":
-        from doctor.render.prometheus import render
-
-        return render(report)
-    if fmt == "nfd":
-        from doctor.render.nfd import render
-
-        return render(report)
-    raise ValueError(f"unknown format {fmt!r}")
 
 
 def write_atomic(path: str | Path, text: str) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from doctor.engine import Report
-from doctor.findings import Finding
+from doctor.model.findings import Finding
+from doctor.model.report import Report
 from doctor.safeio import xml_text
 
 

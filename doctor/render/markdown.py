@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from doctor.engine import Report
-from doctor.findings import AREAS
-from doctor.render.text import MARKS, header, summary
+from doctor.model.findings import AREAS
+from doctor.model.report import Report
+from doctor.model.severity import MARKS
+from doctor.render.text import header, summary
 from doctor.safeio import display
 
 

@@ -63,12 +63,12 @@ def versions(report: Any) -> dict[str, str]:
 
 def active_figures(active: Any) -> list[tuple[str, str, str, float]]:
     """(subject, figure, unit, value) for every rate the active tests measured: through the active section's
-    own ``measurements()`` (doctor.facts_active) when it exists, else by walking the section for numeric
+    own ``measurements()`` (doctor.model.facts_active) when it exists, else by walking the section for numeric
     fields whose name says they are a rate (…_tflops, …_gbs, busbw …)."""
     if active is None:
         return []
     try:
-        from doctor.facts_active import MEASURES, measurements
+        from doctor.model.facts_active import MEASURES, measurements
     except ImportError:
         measurements = None
     if measurements is not None and not isinstance(active, dict):

@@ -6,12 +6,12 @@ import os
 import sys
 from typing import Any, TextIO
 
-from doctor.engine import Report
-from doctor.facts import Facts
-from doctor.findings import AREAS, Finding
+from doctor.model.facts import Facts
+from doctor.model.findings import AREAS, Finding
+from doctor.model.report import Report
+from doctor.model.severity import MARKS
 from doctor.safeio import display
 
-MARKS = {"ok": "✓", "info": "·", "warn": "!", "fail": "✗"}
 COLOURS = {"ok": "32", "info": "2", "warn": "33", "fail": "31"}
 
 
@@ -81,7 +81,7 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
             lines += not_checked_lines(quiet)
             lines.append("")
         if report.facts.errors:
-            from doctor.engine import collected_by_probes
+            from doctor.model.report import collected_by_probes
 
             lines.append("What the probes could not learn" if collected_by_probes(report.facts)
                          else "What the report does not say")
@@ -93,7 +93,7 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
 
 def environment_lines(facts: Facts) -> list[str]:
     """-v: each checked environment's GPU-relevant packages, and what --deep learned by importing them."""
-    from doctor.findings import value_text
+    from doctor.model.findings import value_text
 
     if not facts.python_envs:
         return []
@@ -131,7 +131,7 @@ def deep_lines(facts: Facts) -> list[str]:
     slower run shows what it bought. Nothing when --deep did not run."""
     import os
 
-    from doctor.findings import value_text
+    from doctor.model.findings import value_text
 
     out = []
     for env in facts.python_envs:

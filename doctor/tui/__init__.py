@@ -2,5 +2,5 @@
 
 Only ``app``, ``screens`` and ``widgets`` import Textual. ``model``, ``fixes``, ``active`` and
 ``live`` are plain Python: what the screens show is computed there and tested without a terminal.
-Nothing here judges facts: every verdict comes from :func:`doctor.engine.diagnose`.
+Nothing here judges facts: every verdict comes from :func:`doctor.pipeline.diagnose`.
 """

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from doctor.active.events import Event, Log, Outcome, Progress
-from doctor.facts import Facts
+from doctor.model.facts import Facts
 
 if TYPE_CHECKING:
     from doctor.active.gpu import Options

@@ -23,9 +23,10 @@ from textual.theme import Theme
 from textual.widgets import DataTable, Footer, Log, TabbedContent, TabPane, Tabs, Tree
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from doctor.engine import Report, diagnose
-from doctor.facts import Facts
-from doctor.findings import Finding
+from doctor.model.facts import Facts
+from doctor.model.findings import Finding
+from doctor.model.report import Report
+from doctor.pipeline import diagnose
 from doctor.safeio import visible
 from doctor.tui import active, fixes, model, screens
 from doctor.tui.live import GpuSample

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from doctor.engine import Report
-from doctor.findings import Finding
+from doctor.model.findings import Finding
+from doctor.model.report import Report
 
 if TYPE_CHECKING:
     from doctor.fixplan import FixPlan
@@ -34,10 +34,11 @@ PLAN_FORMATS = ("apt", "dnf", "pip", "conda")  # `gpu-doctor fix --format …`, 
 
 def plan_for(report: Report, findings: list[Finding], python_only: bool = False) -> FixPlan:
     """The fix plan `gpu-doctor fix` makes, for these findings only (it plans for failures and warnings)."""
-    from doctor.fixplan import Options, build_plan
+    from doctor import pipeline
+    from doctor.fixplan import Options
     from doctor.matrix import current
 
-    return build_plan(report.facts, findings, current(), Options(python_only=python_only))
+    return pipeline.plan(report.facts, findings, current(), Options(python_only=python_only))
 
 
 def script_formats(report: Report, findings: list[Finding]) -> list[ScriptFormat]:

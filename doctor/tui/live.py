@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.facts import Gpu
 from doctor.host import Host
+from doctor.model.facts import Gpu
 
 
 @dataclass(frozen=True)

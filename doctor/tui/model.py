@@ -12,12 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from doctor.engine import CheckResult, Report
-from doctor.facts import Facts, Gpu
-from doctor.findings import AREAS, Evidence, Finding
+from doctor.model.facts import Facts, Gpu
+from doctor.model.findings import AREAS, Evidence, Finding
+from doctor.model.report import CheckResult, Report
+from doctor.model.severity import LEVELS, STATUS_MARKS
 from doctor.render.text import header, summary
 
-MARKS = {"fail": "✗", "warn": "!", "info": "·", "ok": "✓", "none": "·", "unknown": "?"}
+MARKS = {**STATUS_MARKS, "none": LEVELS["info"].mark}  # "none": an area without findings
 STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready",
                 "unknown": "UNKNOWN (too little evidence)"}
 NOT_RUN = ("skipped", "not_applicable")
@@ -66,7 +67,7 @@ class AreaView:
 
 
 def areas(report: Report) -> list[AreaView]:
-    """The report's areas in the fixed order of doctor.findings.AREAS (then any other, sorted)."""
+    """The report's areas in the fixed order of doctor.model.findings.AREAS (then any other, sorted)."""
     names = list(AREAS)
     extra = {f.area for f in report.findings} | {c.area for c in report.checks}
     names += sorted(a for a in extra if a not in names)
@@ -105,7 +106,7 @@ def with_active(report: Report, results: Mapping[str, Any]) -> Report:
     facts = report.facts
     measured = [o.active for o in done if getattr(o, "active", None) is not None]
     if measured:
-        from doctor.facts_active import ActiveFacts
+        from doctor.model.facts_active import ActiveFacts
 
         merged = facts.active or ActiveFacts()
         for m in measured:
@@ -161,7 +162,7 @@ def split_evidence(f: Finding) -> tuple[list[Evidence], list[Evidence]]:
 
 
 def value_text(value: object) -> str:
-    from doctor.findings import value_text as words
+    from doctor.model.findings import value_text as words
 
     return words(value)
 

@@ -13,8 +13,8 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Input, Label, OptionList, RadioButton, RadioSet, Static, Tab, Tabs
 from textual.widgets.option_list import Option
 
-from doctor.engine import Report
-from doctor.findings import Finding
+from doctor.model.findings import Finding
+from doctor.model.report import Report
 from doctor.safeio import visible
 from doctor.tui import fixes, model
 

@@ -12,9 +12,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Log, ProgressBar, Static, Tree
 from textual.widgets.tree import TreeNode
 
-from doctor.engine import CheckResult, Report
-from doctor.facts import Facts, Gpu
-from doctor.findings import Finding
+from doctor.model.facts import Facts, Gpu
+from doctor.model.findings import Finding
+from doctor.model.report import CheckResult, Report
 from doctor.safeio import visible
 from doctor.tui import active, model
 from doctor.tui.model import MARKS, AreaView, Source

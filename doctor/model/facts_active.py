@@ -271,7 +271,7 @@ class FrameworkRun:
 
     def __post_init__(self) -> None:
         if self.cudnn is not None:  # one representation of a cuDNN version (torch answers 92400)
-            from doctor.parsers import cudnn_version
+            from doctor.model.facts import cudnn_version
 
             object.__setattr__(self, "cudnn", cudnn_version(self.cudnn))
 

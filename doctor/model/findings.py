@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from doctor.intents import Intent
-
-Severity = Literal["fail", "warn", "info", "ok"]
-SEVERITY_RANK: dict[str, int] = {"fail": 3, "warn": 2, "info": 1, "ok": 0}
+from doctor.model.intents import Intent
+from doctor.model.severity import Severity
 
 AREAS = ("Driver", "GPUs", "CUDA toolkit", "cuDNN", "Python & frameworks", "Environment", "Active tests",
          "Requirements")
@@ -84,7 +82,7 @@ class Finding:
     fix: Fix | None = None
     area: str = ""
     check: str = ""
-    # What should change, as typed data (doctor.intents), alternatives best first; the planner turns them into
+    # What should change, as typed data (doctor.model.intents), alternatives best first; the planner turns them into
     # the plan every surface shows. Empty: the check knows no remedy it can express (``fix`` is then the text).
     intents: list[Intent] = field(default_factory=list)
 

@@ -1,0 +1,44 @@
+"""The one severity scale: each level's rank (for "the worst of") and its mark (for people), in one table.
+
+A finding's severity is stored as its name (``"fail"``, ``"warn"``, ``"info"``, ``"ok"``), as the JSON contracts
+have it; :data:`LEVELS` gives each name its rank and its mark. A report's status adds ``"unknown"`` (too little
+evidence), which has a mark but no rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["fail", "warn", "info", "ok"]
+
+
+@dataclass(frozen=True)
+class Level:
+    name: str
+    rank: int  # fail 3 > warn 2 > info 1 > ok 0
+    mark: str  # what text, markdown and the TUI print before it
+
+
+LEVELS: dict[str, Level] = {
+    "fail": Level("fail", 3, "✗"),
+    "warn": Level("warn", 2, "!"),
+    "info": Level("info", 1, "·"),
+    "ok": Level("ok", 0, "✓"),
+}
+# A report's status beyond the severities: nothing failed, but too little evidence to call the machine ready.
+UNKNOWN_MARK = "?"
+
+SEVERITY_RANK: dict[str, int] = {name: level.rank for name, level in LEVELS.items()}
+MARKS: dict[str, str] = {name: level.mark for name, level in LEVELS.items()}
+STATUS_MARKS: dict[str, str] = {**MARKS, "unknown": UNKNOWN_MARK}
+
+
+def rank(severity: str) -> int:
+    return LEVELS[severity].rank
+
+
+def worst(severities: Iterable[str]) -> str:
+    """The worst of these severities; ``"ok"`` when there are none."""
+    return max(severities, key=rank, default="ok")

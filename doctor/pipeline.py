@@ -1,0 +1,212 @@
+"""The application layer: load (or collect) → diagnose → plan → render, and the one renderer registry.
+
+The CLI commands and the TUI call this module and the model; the matrix is passed in by the caller (the
+command reads it once). :func:`diagnose` runs the checks (doctor.engine) and then plans once: each finding's fix
+is the step the one plan (doctor.fixplan) made of its intents, so `check`, `explain`, the TUI and `fix` say the
+same thing. Renderers are imported only when their format is asked for (start-up speed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from doctor.model.facts import FACTS_SCHEMA, Facts, FactsError, load_facts
+from doctor.model.findings import Finding
+from doctor.model.report import REPORT_SCHEMA, Report
+
+if TYPE_CHECKING:
+    from doctor.fixplan import FixPlan, Options
+    from doctor.matrix import Matrix
+    from doctor.registry import Check, Context
+
+
+# --- load ---------------------------------------------------------------------------------------
+
+
+def facts_of_report(text: str) -> Facts | None:
+    """The facts inside a report (`check --json`), as `diff` and `fleet` read them; None when not a report."""
+    if f'"{REPORT_SCHEMA}"' not in text[:200]:
+        return None  # the report's schema key comes first: a snapshot is not parsed twice
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None  # load_facts says what is wrong with it
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        return None
+    if not isinstance(data.get("facts"), dict):
+        raise FactsError(f"a gpu-doctor report without its facts (a {FACTS_SCHEMA} object under \"facts\")")
+    return Facts.from_dict(data["facts"])
+
+
+def load(text: str) -> Facts:
+    """The facts of a snapshot or of a report's text; :class:`FactsError` when it is neither."""
+    return facts_of_report(text) or load_facts(text)
+
+
+# --- diagnose and plan --------------------------------------------------------------------------
+
+
+def diagnose(facts: Facts, checks: list[Check] | None = None, ctx: Context | None = None,
+             matrix: Matrix | None = None, plan_fixes: bool = True) -> Report:
+    """The report every surface shows: the checks' findings (doctor.engine) with the plan's fixes.
+
+    The matrix is ``ctx``'s, else ``matrix``, else the current one (doctor.matrix.current). ``plan_fixes``
+    False: the checks' own fix text, for a caller that makes its own plan (`fix`) or reads only the status."""
+    from doctor.engine import diagnose as run_checks
+    from doctor.registry import Context
+
+    if ctx is None:
+        if matrix is None:
+            from doctor.matrix import current
+
+            matrix = current()
+        ctx = Context(matrix=matrix)
+    report = run_checks(facts, checks, ctx)
+    return planned(report, ctx.matrix) if plan_fixes else report
+
+
+def planned(report: Report, matrix: Any) -> Report:
+    """The report with the fix the one plan gives each finding. A planner failure leaves the checks' own fix
+    text: the report still stands."""
+    return replace(report, findings=planned_fixes(report.facts, report.findings, matrix))
+
+
+def planned_fixes(facts: Facts, findings: list[Finding], matrix: Any) -> list[Finding]:
+    if not any(f.intents for f in findings):
+        return findings
+    from doctor.fixplan import Options, build_plan, with_plan_fixes
+    from doctor.matrix import Matrix
+
+    if not isinstance(matrix, Matrix):
+        return findings
+    try:
+        python_plan = build_plan(facts, findings, matrix, Options(python_only=True)) if any(
+            any(i.python_only for i in f.intents) and not all(i.python_only for i in f.intents) for f in findings
+        ) else None
+        return with_plan_fixes(findings, build_plan(facts, findings, matrix), python_plan)
+    except Exception:
+        return findings
+
+
+def plan(facts: Facts, findings: list[Finding], matrix: Matrix, options: Options | None = None) -> FixPlan:
+    """The one fix plan for these findings (`fix`, `pin`, the TUI's fix view); :class:`PlanError` when the
+    options cannot be met."""
+    from doctor.fixplan import build_plan
+
+    return build_plan(facts, findings, matrix, options)
+
+
+def check(facts: Facts, matrix: Matrix, checks: list[Check] | None = None, static: bool = False,
+          requirements: list[Any] | None = None, image: Any = None) -> Report:
+    """`gpu-doctor check`'s report: the selected checks (with ``static``, only those that judge an image's
+    own consistency), planned; then the --require gates; then, for a Dockerfile, each finding's line."""
+    from doctor.registry import Context
+
+    ctx = Context(matrix=matrix, options={"static": static})
+    if static:
+        from doctor.checks import REGISTRY
+
+        checks = [c for c in (checks or REGISTRY) if c.static]
+    report = diagnose(facts, checks=checks, ctx=ctx)
+    if static:
+        report = replace(report, mode="static")
+    if requirements:
+        from doctor.require import evaluate
+
+        report = report.with_findings(evaluate(facts, requirements))
+    if image is not None:
+        from doctor.dockerfile import locate
+
+        report = locate(report, image)
+    return report
+
+
+# --- render -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Format:
+    """One output format of a report: ``render(report, verbose, strict)`` gives its text; ``write``, when set,
+    writes it to a path itself (else the text is written atomically)."""
+
+    name: str
+    about: str
+    render: Callable[[Report, bool, bool], str]
+    write: Callable[[Report, str], None] | None = None
+
+
+def _text(report: Report, verbose: bool, strict: bool) -> str:
+    from doctor.render.text import render
+
+    return render(report, verbose=verbose)
+
+
+def _json(report: Report, verbose: bool, strict: bool) -> str:
+    return json.dumps(report.to_dict(), indent=2) + "\n"
+
+
+def _junit(report: Report, verbose: bool, strict: bool) -> str:
+    from doctor.render.junit import render
+
+    return render(report, strict=strict)
+
+
+def _markdown(report: Report, verbose: bool, strict: bool) -> str:
+    from doctor.render.markdown import render
+
+    return render(report)
+
+
+def _github(report: Report, verbose: bool, strict: bool) -> str:
+    from doctor.render.github import render
+
+    return render(report, strict=strict)
+
+
+def _prometheus(report: Report, verbose: bool, strict: bool) -> str:
+    from doctor.render.prometheus import render
+
+    return render(report)
+
+
+def _prometheus_write(report: Report, path: str) -> None:
+    from doctor.render.prometheus import write_textfile
+
+    write_textfile(report, path)
+
+
+def _nfd(report: Report, verbose: bool, strict: bool) -> str:
+    from doctor.render.nfd import render
+
+    return render(report)
+
+
+# The one renderer registry, in the order `--format` lists them. A new format is one renderer and one line here.
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("text", "for people", _text),
+    Format("json", "schema gpu-doctor.report/v1", _json),
+    Format("junit", "each check a test case, for CI", _junit),
+    Format("markdown", "for an issue; facts in a collapsible block", _markdown),
+    Format("github", "GitHub Actions annotations", _github),
+    Format("prometheus", "metrics gpu_doctor_*", _prometheus, _prometheus_write),
+    Format("nfd", "Node Feature Discovery labels", _nfd),
+)}
+
+
+def render(report: Report, fmt: str, verbose: bool = False, strict: bool = False) -> str:
+    return FORMATS[fmt].render(report, verbose, strict)
+
+
+def write(report: Report, fmt: str, path: str, strict: bool = False) -> None:
+    """The report written to ``path`` atomically (a temporary dot-file renamed over it), as the node_exporter
+    textfile collector and NFD's features.d readers need; :class:`doctor.render.files.OutputError` if not."""
+    from doctor.render.files import write_atomic
+
+    writer = FORMATS[fmt].write
+    if writer is not None:
+        writer(report, path)
+    else:
+        write_atomic(path, render(report, fmt, strict=strict))
