@@ -102,6 +102,7 @@ class DoctorApp(App[None]):
         self.reports: dict[int, Report] = {}
         self.report: Report | None = None
         self.results: dict[str, active.Outcome] = {}
+        self._tree_width: int | None = None  # the findings tree's width set by _fit_tree (None: the stylesheet's)
         self.running_test: str | None = None
         self.last_sample: GpuSample | None = None
         self._sampling = False
@@ -139,14 +140,18 @@ class DoctorApp(App[None]):
 
     def _fit_tree(self) -> None:
         """Side by side, the findings are as wide as their longest title needs, up to what leaves the detail
-        DETAIL_MIN columns (never narrower than the stylesheet's half): titles end after their key words."""
+        DETAIL_MIN columns (never narrower than the stylesheet's half): titles end after their key words.
+        The width is set only when it changes: a relayout while the cursor's node is scrolled into view would
+        leave the scroll position to chance."""
         tree = self.query_one(FindingsTree)
         width = self.size.width
-        if width < self.NARROW:
-            tree.styles.width = None  # the stylesheet's stacked layout: the full width
-            return
-        need = tree.content_width() + 3  # the border and the scrollbar
-        tree.styles.width = max(width // 2, min(need, width - self.DETAIL_MIN))
+        want: int | None = None
+        if width >= self.NARROW:
+            need = tree.content_width() + 3  # the border and the scrollbar
+            want = max(width // 2, min(need, width - self.DETAIL_MIN))
+        if want != self._tree_width:
+            self._tree_width = want
+            tree.styles.width = want  # None: the stylesheet's width (stacked: the full width)
 
     def on_mount(self) -> None:
         self.query_one("#diagnosis-pane").set_class(self.size.width < self.NARROW, "narrow")
