@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.model.facts import Facts, LibRef
+from doctor.model.facts import Facts, LibRef, Toolkit
 from doctor.model.findings import Evidence
 from doctor.safeio import lazy_compile, small_int
 
@@ -412,13 +412,35 @@ def _libcuda(facts: Facts) -> Known:
     return Known(kind, facts.sources.get("loader"), lib.path if lib else "")
 
 
+def norm_path(path: str | None) -> str:
+    """A path compared by what it names: no trailing slash, no '//' or '/./' (symlinks need the probe)."""
+    import posixpath
+
+    p = (path or "").strip()
+    return posixpath.normpath(p) if p.startswith("/") else p.rstrip("/\\")
+
+
+def toolkit_named_by(facts: Facts, var: str) -> Toolkit | None:
+    """The toolkit CUDA_HOME / CUDA_PATH names — whichever probe found it first: the one found through the
+    variable, the one it resolves to (the probe records the real path), or one at the same normalised path."""
+    home = facts.env.get(var)
+    if not home:
+        return None
+    tk = next((t for t in facts.toolkits if t.source == f"env:{var}"), None)
+    if tk:
+        return tk
+    real = (facts.sources.get(f"toolkits.env:{var}") or "").removeprefix("realpath:")
+    want = {norm_path(home), norm_path(real)} - {""}
+    return next((t for t in facts.toolkits if norm_path(t.root) in want), None)
+
+
 def _build_toolkit(facts: Facts) -> Known:
     """The toolkit extension builds use: CUDA_HOME / CUDA_PATH first (torch.utils.cpp_extension reads
     CUDA_HOME, then CUDA_PATH), then nvcc on PATH."""
     for var in ("CUDA_HOME", "CUDA_PATH"):
         home = facts.env.get(var)
         if home:
-            tk = next((t for t in facts.toolkits if t.source == f"env:{var}"), None)
+            tk = toolkit_named_by(facts, var)
             if tk:
                 return Known((tk.root, tk.version, var), f"env:{var}", f"{var}={home}")
             return Known((home, None, var), f"env:{var}", f"{var}={home} (no toolkit found there)")

@@ -15,16 +15,18 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, TypeVar
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: the signal handler (main thread) takes it while the main thread may hold it
 _groups: set[int] = set()
 _stopping = False
 _main_spawning = 0  # > 0 while the main thread is between starting a child and registering it
 _pending: BaseException | None = None  # a signal's exception held back until that registration is done
+_signalled: int | None = None  # the first signal handled since the handlers were installed
 
 
 class Stopping(Exception):
@@ -48,6 +50,7 @@ def register(pgid: int) -> None:
     with _lock:
         if not _stopping:
             _groups.add(pgid)
+            _tell_reaper(f"+{pgid}")
             return
     _kill(pgid)
     raise Stopping("gpu-doctor is stopping: no new child process")
@@ -55,7 +58,61 @@ def register(pgid: int) -> None:
 
 def unregister(pgid: int) -> None:
     with _lock:
-        _groups.discard(pgid)
+        if pgid in _groups:
+            _groups.discard(pgid)
+            _tell_reaper(f"-{pgid}")
+
+
+# --- the reaper: the groups outlive no SIGKILLed doctor ------------------------------------------------------
+#
+# A SIGKILLed doctor runs no handler. Its direct children die with it (host.py gives each a parent-death
+# signal), but not what they started: a wrapper script's `sleep`, a framework's worker. Those are in the
+# child's process group, so one small shell, started with the first child, holds the list of live groups on
+# its standard input; when the doctor is gone, however it ended, that pipe reaches end of file and the shell
+# kills every group still listed. It runs in its own session with the hang-up and interrupt signals ignored
+# (a closing terminal or a Ctrl-C on the doctor's group must not end it before the doctor), and it writes
+# nothing anywhere (it never holds the caller's output open).
+
+_REAPER = """trap '' HUP INT QUIT TERM
+groups=' '
+while IFS= read -r line; do
+  case $line in
+    +[0-9]*) groups="$groups${line#+} " ;;
+    -[0-9]*) g=${line#-}
+      case $groups in *" $g "*) groups="${groups%% $g *} ${groups#* $g }" ;; esac ;;
+  esac
+done
+for g in $groups; do kill -KILL "-$g" 2>/dev/null; done
+"""
+_reaper_fd: int | None = None
+_reaper_pid: int | None = None
+
+
+def _start_reaper() -> None:
+    """Under _lock: the reaper, once per process. One that cannot start is no error (the handlers and the
+    parent-death signal still cover every other way out)."""
+    global _reaper_fd, _reaper_pid
+    if _reaper_fd is not None:
+        return
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", _REAPER], stdin=read_end, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        os.close(write_end)
+        _reaper_fd = -1  # no shell here: do not try at every command
+        return
+    finally:
+        os.close(read_end)
+    _reaper_fd, _reaper_pid = write_end, proc.pid
+    proc.returncode = 0  # never waited for: it ends after the doctor; no ResourceWarning at exit
+
+
+def _tell_reaper(line: str) -> None:
+    """Under _lock: "+PGID" a group to kill if the doctor dies, "-PGID" one that is gone."""
+    if _reaper_fd is not None and _reaper_fd >= 0:
+        with contextlib.suppress(OSError):
+            os.write(_reaper_fd, f"{line}\n".encode())
 
 
 P = TypeVar("P", bound="subprocess.Popen[bytes]")
@@ -70,6 +127,8 @@ def start(popen: Callable[[], P]) -> P:
     if main:
         _main_spawning += 1
     try:
+        with _lock:
+            _start_reaper()  # before the child: there is no moment when a child runs and no reaper does
         proc = popen()
         register(proc.pid)
         return proc
@@ -93,6 +152,10 @@ def kill_all() -> int:
         _groups.clear()
     for pgid in groups:
         _kill(pgid)
+    if groups:
+        with _lock:
+            for pgid in groups:
+                _tell_reaper(f"-{pgid}")
     return len(groups)
 
 
@@ -106,19 +169,47 @@ def stop() -> None:
 
 def reset() -> None:
     """Allow children again (tests, and a long-running TUI after an interrupted run)."""
-    global _stopping
+    global _stopping, _signalled
     with _lock:
         _stopping = False
+        _signalled = None
 
 
-def _on_signal(signum: int, frame: FrameType | None) -> None:
-    global _pending
+def on_signal(signum: int, frame: FrameType | None) -> None:
+    """The handler :func:`install_signal_handlers` installs (the TUI recognises it to replace it)."""
+    global _pending, _signalled
+    if _signalled is None:
+        _signalled = signum
     stop()
-    exc: BaseException = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+    exc = signal_exception(signum)
     if _main_spawning:  # the main thread is starting a child: raise once it is registered (then killed)
         _pending = exc
         return
     raise exc
+
+
+def signal_exception(signum: int) -> BaseException:
+    """What a signal becomes: KeyboardInterrupt for SIGINT, :class:`Terminated` for the others."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+def raise_if_signalled() -> None:
+    """Raise for a signal whose exception went astray. Python prints and drops an exception raised inside a
+    weakref callback or a ``__del__`` (an import's module lock has one), and a signal handled there would
+    otherwise be lost: the command would go on, its children killed, and exit as if nothing had happened."""
+    if _signalled is not None:
+        raise signal_exception(_signalled)
+
+
+def _astray(unraisable: Any) -> None:
+    """sys.unraisablehook: the exception of a signal raised where Python drops it is not printed (as "Exception
+    ignored in … Traceback"): :func:`raise_if_signalled` raises it again where it can end the command."""
+    if _signalled is not None and isinstance(unraisable.exc_value, (KeyboardInterrupt, Terminated)):
+        return
+    _astray.previous(unraisable)  # type: ignore[attr-defined]
+
+
+_astray.previous = sys.unraisablehook  # type: ignore[attr-defined]
 
 
 def install_signal_handlers() -> dict[int, Any]:
@@ -126,11 +217,16 @@ def install_signal_handlers() -> dict[int, Any]:
 
     A signal that is ignored (``nohup``) stays ignored. Returns the previous handlers for :func:`restore`.
     """
+    global _signalled
+    _signalled = None  # a new command (several run in one process in the tests)
+    if sys.unraisablehook is not _astray:
+        _astray.previous = sys.unraisablehook  # type: ignore[attr-defined]
+        sys.unraisablehook = _astray
     previous: dict[int, Any] = {}
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
         if sig is not None and signal.getsignal(sig) not in (signal.SIG_IGN, None):
-            previous[sig] = signal.signal(sig, _on_signal)
+            previous[sig] = signal.signal(sig, on_signal)
     return previous
 
 

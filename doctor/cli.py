@@ -116,6 +116,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser(only=name or "").parse_args(argv)
         code = importlib.import_module(COMMANDS[args.command][0]).run(args.command, args)
+        children.raise_if_signalled()  # a signal whose exception Python dropped still ends as a signal
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
         return code
     except (UsageError, safeio.InputError) as exc:

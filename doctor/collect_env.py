@@ -365,6 +365,12 @@ def _facts(report: _Report) -> Facts:
               for p in env.packages if re.fullmatch(r"nvidia-cudnn-cu\d+", p.name) and p.version]
     cudnn += [Cudnn(version=p.version, location=f"{env.executable} [conda {p.name}]", source="conda")
               for p in env.packages if p.name == "cudnn" and p.version]
+    from doctor.probes.cuda import pip_toolkits
+
+    wheels = pip_toolkits([env])  # nvidia-cuda-nvcc / -runtime wheels: the ptxas XLA and Triton use
+    if wheels:
+        toolkits = [*toolkits, *wheels]
+        f.source("toolkits", "Versions of relevant libraries (nvidia-cuda-* wheels)")
     f.note("collect_env does not report the kernel module, the libraries the loader finds, LD_LIBRARY_PATH, "
            "CUDA_VISIBLE_DEVICES or whether it ran in a container: checks that need them judge from what is known")
     return Facts(
@@ -506,7 +512,9 @@ def _gpus(report: _Report, f: _Facts, rocm: bool) -> list[Gpu]:
         return []
     if not names:
         f.unknown("gpus", report.values.get("gpus"))
-        return []
+        # The GPU list is missing (cut off, or 'Could not collect'), but torch's own warnings name the GPU they
+        # found: that is evidence of the GPU and its compute capability.
+        return _gpus_from_warnings(report, f)
     ccs: dict[str, str] = {}
     for m in _warnings(report.text, _ARCH_WARNING, ARCH_ANCHOR):
         cc = m.group("cc")
@@ -525,6 +533,27 @@ def _gpus(report: _Report, f: _Facts, rocm: bool) -> list[Gpu]:
         gpus.append(Gpu(index=index, name=name, compute_capability=cc, source=SOURCE, mig_devices=mig,
                         mig_mode=True if mig else None))
     f.source("gpus", "GPU models and configuration")
+    return gpus
+
+
+def _gpus_from_warnings(report: _Report, f: _Facts) -> list[Gpu]:
+    found: dict[str, tuple[int | None, str, str]] = {}
+    for m in _warnings(report.text, _OLD_GPU_WARNING, OLD_GPU_ANCHOR):
+        found.setdefault(_gpu_key(m.group("name")), (small_int(m.group("index"), 6), m.group("name").strip(),
+                                                     f"{m.group('major')}.{m.group('minor')}"))
+    for m in _warnings(report.text, _ARCH_WARNING, ARCH_ANCHOR):
+        cc = m.group("cc")
+        name = re.sub(r"^.*Warning:\s*", "", m.group("name").strip())  # "…: UserWarning: NVIDIA GeForce RTX 5090"
+        found.setdefault(_gpu_key(name), (None, name, f"{cc[:-1]}.{cc[-1]}"))
+    gpus = []
+    for i, (index, name, cc) in enumerate(found.values()):
+        n = index if index is not None else i
+        if not name:
+            continue
+        f.source(f"gpus[{n}].compute_capability", "torch warning naming the GPU and its CUDA capability")
+        gpus.append(Gpu(index=n, name=name, compute_capability=cc, source=SOURCE))
+    if gpus:
+        f.source("gpus", "torch warning naming the GPU it found")
     return gpus
 
 
@@ -614,9 +643,16 @@ def _torch(report: _Report, f: _Facts, rocm: bool) -> PyPackage | None:
     built = report.values.get("torch_cuda")
     # torch.version.cuda is "12.1"; old conda builds said "10.1.243": the matrix keys builds by major.minor
     cuda = _major_minor(_version_in(built)) if _state(built) == "known" else None
+    tag = re.fullmatch(r"cu(\d{2,3})(\d)", local)
+    if cuda is None and tag and _state(built) == "missing":
+        # The 'CUDA used to build PyTorch' line is cut off, but the wheel's local tag names its CUDA (+cu121)
+        cuda = f"{int(tag.group(1))}.{tag.group(2)}"
+        f.source("python_envs.packages.torch.cuda", "PyTorch version (the wheel's local tag)")
     cpu_only: bool | None
     if rocm:
-        cpu_only, cuda = False, None
+        # A GPU build, but not a CUDA one: nothing an NVIDIA check can judge (never "a CUDA build", never ready)
+        cpu_only, cuda = None, None
+        f.note("a ROCm build of PyTorch: not a CUDA build, outside what gpu-doctor checks", f"{SOURCE}:PyTorch version")
     elif local == "cpu":
         cpu_only = True
     elif cuda:
@@ -637,6 +673,11 @@ def _torch(report: _Report, f: _Facts, rocm: bool) -> PyPackage | None:
         f.source("python_envs.packages.torch.arch_list", "torch warning 'The current PyTorch install supports "
                  "CUDA capabilities'")
     f.source("python_envs.packages", "PyTorch version / CUDA used to build PyTorch")
+    if rocm and available is not None:
+        # A ROCm build answers torch.cuda.is_available() about AMD GPUs: no evidence about an NVIDIA driver.
+        f.note(f"a ROCm build of PyTorch: 'Is CUDA available: {report.values.get('cuda_available')}' is about AMD "
+               "GPUs, not about an NVIDIA driver", f"{SOURCE}:Is CUDA available")
+        available = None
     # collect_env imported torch: what it answered is what --deep records
     deep = DeepResult(is_available=available, cuda=cuda, arch_list=arch) if available is not None or arch else None
     return PyPackage(name="torch", version=version, cuda=cuda, cpu_only=cpu_only, arch_list=arch, deep=deep)

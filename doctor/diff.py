@@ -102,6 +102,7 @@ DRIVER_FIELDS = (
     ("kernel module loaded", lambda f: f.driver.module_loaded),
     ("kernel module flavour", lambda f: f.driver.module_flavor),
     ("CUDA driver API", lambda f: f.driver.cuda_driver_api),
+    ("CUDA version (nvidia-smi)", lambda f: f.driver.smi_cuda_version),
 )
 GPU_COUNT = (("GPUs visible", lambda f: len([g for g in f.gpus if g.source != "pci"])),)
 LOADER_FIELDS = (

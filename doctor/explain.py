@@ -120,11 +120,94 @@ def explain(text: str, facts: Facts | None = None, sigs: list[Signature] | None 
     matched = match(text, sigs)
     results: dict[str, tuple[str, str | None, list[Any]]] = {}
     if facts is not None and matched:
+        facts = with_stated_facts(facts, bounded(text))
         results = _run_checks(facts, {c.code for sig, _line in matched for c in sig.causes}, ctx)
     out = []
     for sig, line in matched:
         verdicts = [_unknowable(_verdict(c, results, facts is not None), facts) for c in sig.causes]
-        out.append(Explanation(signature=sig, matched=line, causes=verdicts, notes=_notes(sig, text)))
+        notes = _notes(sig, text) + (_loader_path_notes(line, facts) if facts is not None else [])
+        out.append(Explanation(signature=sig, matched=line, causes=verdicts, notes=notes))
+    return out
+
+
+# What an error message itself states about the machine is evidence (a report cut short is not):
+# torch's "driver on your system is too old (found version 11040)", XLA's "The NVIDIA driver's CUDA version is
+# 12.0", TensorFlow's "Ignoring visible gpu device (… name: X …) with Cuda compute capability 3.0".
+_TORCH_FOUND = re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d{4,6})\)")
+_XLA_DRIVER_CUDA = re.compile(r"The NVIDIA driver's CUDA version is (?P<v>\d{1,3}\.\d{1,3}) which is older")
+_TF_GPU_CC = re.compile(r"Ignoring (?:visible )?gpu device \((?:device: \d+, )?name: (?P<name>[^,\n]{1,80}),"
+                        r"[^)]{0,120}\)\s{0,20}with Cuda compute capability (?P<cc>\d{1,2}\.\d)")
+
+
+def with_stated_facts(facts: Facts, text: str) -> Facts:
+    """The facts plus what the error text states and the facts leave unknown (never replacing a known value)."""
+    from dataclasses import replace
+
+    d = facts.driver
+    sources = dict(facts.sources)
+    if not d.cuda_driver_api and not d.smi_cuda_version:
+        m = _TORCH_FOUND.search(text)
+        n = small_int(m.group("v")) if m else None
+        api = f"{n // 1000}.{(n % 1000) // 10}" if n else None
+        if not api:
+            x = _XLA_DRIVER_CUDA.search(text)
+            api = x.group("v") if x else None
+        if api:
+            d = replace(d, cuda_driver_api=api)
+            sources.setdefault("driver.cuda_driver_api", "error text (the driver's CUDA version it states)")
+    gpus = list(facts.gpus)
+    for m in _TF_GPU_CC.finditer(text):
+        name, cc = m.group("name").strip(), m.group("cc")
+        key = " ".join(name.lower().replace("nvidia", "").split())
+        for i, g in enumerate(gpus):
+            if not g.compute_capability and " ".join((g.name or "").lower().replace("nvidia", "").split()) == key:
+                gpus[i] = replace(g, compute_capability=cc)
+                sources.setdefault(f"gpus[{g.index}].compute_capability", "error text (TensorFlow's device notice)")
+    if d is facts.driver and gpus == list(facts.gpus):
+        return facts
+    return replace(facts, driver=d, gpus=gpus, sources=sources)
+
+
+# A library the loader could not open by its soname: libcudart.so.11.0, libcublas.so.12, cublas64_11.dll, libcudnn.so.8.
+_SONAME = re.compile(r"\b(?P<lib>(?:lib)?(?P<name>cudart|cublasLt|cublas|cudnn)(?:_\w{1,30})?)"
+                     r"(?:\.so\.(?P<so>\d{1,3})(?:\.\d{1,3})*|64_(?P<dll>\d{1,3})\d?\.dll)")
+# Directories the loader searches without LD_LIBRARY_PATH (ld.so's defaults and the multiarch ld.so.conf entries).
+_DEFAULT_DIRS = frozenset({"/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
+                           "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"})
+# cuDNN's soname major is cuDNN's; the runtime's and cuBLAS's are the CUDA major (libcublas.so.10 since CUDA 10.1).
+
+
+def _loader_path_notes(line: str, facts: Facts) -> list[str]:
+    """For a library the loader could not open by its soname: which found toolkit or cuDNN has that soname, and
+    the directory to add — a dlopen error for a library that exists is the loader path, not a missing install."""
+    from doctor.matrix import vtuple
+
+    m = _SONAME.search(line)
+    if not m or ("cannot open shared object file" not in line and "not found" not in line):
+        return []
+    major = small_int(m.group("so") or m.group("dll") or "")
+    if major is None:
+        return []
+    windows = m.group("dll") is not None
+    path = (facts.env.get("LD_LIBRARY_PATH") or "").split(":")
+    dirs: list[tuple[str, str]] = []
+    if m.group("name") == "cudnn":
+        for c in facts.cudnn:
+            if c.source == "library" and c.location and c.location.startswith("/") and \
+                    (vtuple(c.version) or (0,))[0] == major:
+                dirs.append((c.location.rsplit("/", 1)[0], f"cuDNN {c.version}"))
+    else:
+        for t in facts.toolkits:
+            if t.source != "pip" and t.root.startswith("/") and (vtuple(t.version) or (0,))[0] == major:
+                dirs.append((f"{t.root}/bin" if windows else f"{t.root}/lib64", f"CUDA {t.version} at {t.root}"))
+    loaded = {r.path.rsplit("/", 1)[0] for r in (facts.loader.libcudart, facts.loader.libcudnn) if r and r.path}
+    out = []
+    for d, what in dict(dirs).items():
+        if d in path or d in loaded or d in _DEFAULT_DIRS:
+            continue  # the loader searches it already: the path is not the cause
+        how = (f"add {d} to PATH" if windows else f"add it — `export LD_LIBRARY_PATH={d}:$LD_LIBRARY_PATH`, or "
+               "list it in /etc/ld.so.conf.d/ and run `sudo ldconfig`")
+        out.append(f"{what} has {m.group('lib')} (major {major}), but the loader does not look in {d}: {how}.")
     return out
 
 
@@ -221,6 +304,18 @@ def _notes(sig: Signature, text: str) -> list[str]:
         notes.append(f"The GPU is compute capability {cc[:-1]}.{cc[-1]} (sm_{cc}).")
     if sig.id == "jax.library_older_than_build" and groups.get("lib"):
         notes.append(f"JAX needs {groups['lib']} ≥ {groups['built']}; the one it loaded is {groups['found']}.")
+    if sig.id == "tf.gpu_below_minimum_capability" and groups.get("cc"):
+        notes.append(f"{groups['name'].strip()} is compute capability {groups['cc']}; this TensorFlow build supports "
+                     f"compute capability {groups['min']} and newer, so it runs on the CPU.")
+    if sig.id == "lib.driver_api_undefined_symbol" and groups.get("symbol"):
+        notes.append(f"{groups['symbol']} is a CUDA driver API function, exported by the driver's libcuda.so.1: the "
+                     "libcuda loaded does not have it.")
+    if sig.id == "vllm.dtype_needs_capability" and groups.get("cc"):
+        notes.append(f"{groups['name'].strip()} is compute capability {groups['cc']}; bfloat16 needs "
+                     f"{groups['min']}: run the model in float16.")
+    if sig.id == "xla.ptxas_newer_than_driver" and groups.get("ptxas"):
+        ptxas = ".".join(groups["ptxas"].split(".")[:2])  # 12.5.40 is ptxas's component number: CUDA 12.5
+        notes.append(f"ptxas is CUDA {ptxas} ({groups['ptxas']}); the driver supports CUDA {groups['driver']}.")
     if sig.id == "container.cuda_requirement" and groups.get("cuda"):
         notes.append(f"The image requires a driver that supports CUDA {groups['cuda']} (nvidia-smi's 'CUDA Version' "
                      "on the host must be at least that).")

@@ -14,9 +14,11 @@ from the planner in :mod:`doctor.queries`. ``Options`` overrides them (``--targe
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor import beliefs
 from doctor.matrix import Matrix, branch, major_minor, vtuple
 from doctor.model import intents as it
 from doctor.model.facts import Facts, PythonEnv
@@ -84,6 +86,12 @@ class LoadModule(Action):
 @dataclass(frozen=True)
 class RebuildDkms(Action):
     kernel: str
+
+
+def runnable(exe: str) -> str:
+    """The interpreter as a program to run: a path as the facts name it; a report's label for an interpreter it
+    never named ("python (collect_env)") is no program — the user's own `python` is meant."""
+    return exe if exe.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", exe) else "python"
 
 
 @dataclass(frozen=True)
@@ -577,7 +585,7 @@ class _Planner:
         self.add(PlanStep(sid, resolves,
                           f"{what[0].upper()}{what[1:]} of torch {pkg.version if pkg else ''} in {exe} with torch "
                           f"{pick['torch']} built for CUDA {cuda} (the driver runs it: {pick.get('rule')})",
-                          [ReinstallTorch(exe, pick["torch"], cuda, index, replace_cpu=cpu,
+                          [ReinstallTorch(runnable(exe), pick["torch"], cuda, index, replace_cpu=cpu,
                                           installed=pkg.version if pkg else None, companions=companions)],
                           _verify(who) or ["gpu-doctor", "check"], root=False,
                           findings=[n for n, _f in who]))
@@ -615,7 +623,8 @@ class _Planner:
         return TorchNeeds(ccs=ccs, driver=drv, segment=segment, python=_py(env.version) if env else None,
                           platform=platform(facts, m), want=want, prefer=prefer,
                           forward_compat=not self.opts.python_only, compat_packages=compat,
-                          windows_driver=_windows_driver(facts))
+                          windows_driver=_windows_driver(facts),
+                          driver_cuda=None if drv else beliefs.of(facts).driver_cuda.value)
 
     def _tf_or_jax(self, family: str, exe: str, items: list[tuple[int, Finding, it.ReinstallFramework]]) -> None:
         facts, m = self.facts, self.m
@@ -649,7 +658,7 @@ class _Planner:
                               f"Install TensorFlow {base} with its CUDA extra, which pins the CUDA and cuDNN wheels "
                               "it was built with" + (f" (CUDA {row.get('cuda')}, cuDNN {row.get('cudnn')})"
                                                      if row else ""),
-                              [PipInstall(exe, [f"tensorflow[and-cuda]=={base}"],
+                              [PipInstall(runnable(exe), [f"tensorflow[and-cuda]=={base}"],
                                           uninstall=["tensorflow-cpu"] if p.name == "tensorflow-cpu" else [],
                                           conda=[f"tensorflow={base}=*cuda*"],
                                           done_when=[f"tensorflow=={base}", f"nvidia-cudnn-cu{cmaj[0]}"],
@@ -663,7 +672,7 @@ class _Planner:
         major = 13 if vtuple(jax.version)[:2] >= (0, 7) and drv and vtuple(drv)[0] >= 580 else 12
         self.add(PlanStep(f"jax:{exe}", codes, f"Install JAX {jax.version} with its CUDA {major} plugin and the "
                           "nvidia-* wheels it pins",
-                          [PipInstall(exe, [f"jax[cuda{major}]=={jax.version}"],
+                          [PipInstall(runnable(exe), [f"jax[cuda{major}]=={jax.version}"],
                                       conda=[f"jax={jax.version}", f"jaxlib={jax.version}=*cuda*"],
                                       done_when=[f"jax=={jax.version}", f"jax-cuda{major}-plugin"],
                                       cuda=f"{major}.0")],

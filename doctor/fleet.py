@@ -52,6 +52,8 @@ class GpuFault:
     gpu: str  # "GPU 3 (00000000:3B:00.0)"
     detail: str
     severity: str
+    index: str = ""  # the GPU's index and UUID as dcgm-exporter labels them (gpu, UUID); "" when unknown
+    uuid: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,8 @@ _ACTIVE_AT = lazy_compile(r'\s*,\s*"active"\s*:\s*')
 # What the fleet reads from the facts, in their order (Facts' fields): each key is looked for after
 # the one before, so the facts are scanned once. The rest (driver packages, loader …) is skipped.
 _FACT_KEYS = (("host", "host"), ("driver", "kernel_module"), ("driver", "userspace"),
-              ("driver", "cuda_driver_api"), ("gpus", None), ("toolkits", None), ("python_envs", None),
+              ("driver", "cuda_driver_api"), ("driver", "smi_cuda_version"),
+              ("gpus", None), ("toolkits", None), ("python_envs", None),
               ("env", None))
 
 
@@ -235,7 +238,7 @@ def summarize(name: str, file: str, kind: str, findings: Iterable[Any], facts: d
         status="fail" if worst == 3 else "warn" if worst == 2 else "ok",
         problems=tuple(problems),
         driver=_str(driver.get("userspace")) or _str(driver.get("kernel_module")),
-        cuda_driver_api=_str(driver.get("cuda_driver_api")),
+        cuda_driver_api=_str(driver.get("cuda_driver_api")) or _str(driver.get("smi_cuda_version")),
         toolkit=", ".join(sorted({_str(t.get("version")) or "?" for t in _list(facts.get("toolkits"))
                                   if isinstance(t, dict)})) or None,
         framework=_frameworks(facts),
@@ -281,6 +284,8 @@ def gpu_faults(g: dict[str, Any]) -> list[GpuFault]:
             and (width is None or width_max is None or width >= width_max)):
         return []  # the healthy GPU, most of them, cheaply
     label = f"GPU {g.get('index', '?')}" + (f" ({g['pci_bus_id']})" if _str(g.get("pci_bus_id")) else "")
+    index = str(g["index"]) if _int(g.get("index")) is not None else ""
+    uuid = _str(g.get("uuid")) or ""
     out = []
     ecc = _int(g.get("ecc_uncorrected"))
     memory = [f"{ecc} uncorrected ECC error(s)"] if ecc else []
@@ -288,9 +293,9 @@ def gpu_faults(g: dict[str, Any]) -> list[GpuFault]:
                (("retired_pages_pending", "page retirement"), ("remapped_rows_pending", "row remapping"))
                if g.get(key) is True]
     if memory:
-        out.append(GpuFault("gpu-ecc", label, "; ".join(memory), "fail"))
+        out.append(GpuFault("gpu-ecc", label, "; ".join(memory), "fail", index, uuid))
     if width is not None and width_max is not None and width < width_max:
-        out.append(GpuFault("gpu-pcie", label, f"PCIe link trained at x{width} of x{width_max}", "warn"))
+        out.append(GpuFault("gpu-pcie", label, f"PCIe link trained at x{width} of x{width_max}", "warn", index, uuid))
     return out
 
 

@@ -14,7 +14,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -128,10 +128,27 @@ class Matrix:
     # --- CUDA toolkit and driver ------------------------------------------------------------
 
     def toolkit_rows(self, cuda: str) -> list[Row]:
-        """Rows of the toolkit table for a CUDA version ('12.4' → every 12.4.x; '12.4.1' → that one)."""
+        """Rows of the toolkit table for a CUDA version ('12.4' → every 12.4.x; '12.4.1' → that one).
+
+        A version that is no release is a component's number: nvcc's `V12.4.131`, the runtime wheel's 12.4.127,
+        version.txt's 11.0.207, a runfile's date patch (11.8.20220929). CUDA's components share the release's
+        major.minor (nvcc, cudart, the nvidia-cuda-runtime/-nvcc wheels), so they resolve to every release of that
+        minor — never to no row, which would read as "a CUDA newer than any driver".
+        """
         want = vtuple(cuda)
         rows = [r for r in self.rows("cuda", "toolkit") if vtuple(r.get("version"))[: len(want)] == want]
+        if not rows and len(want) > 2:
+            rows = [r for r in self.rows("cuda", "toolkit") if vtuple(r.get("version"))[:2] == want[:2]]
         return sorted(rows, key=lambda r: vtuple(r.get("version")))
+
+    def cuda_release(self, version: str | None) -> str | None:
+        """The CUDA release a version names: the release itself ('12.4.1'), or, for a component's number
+        ('12.4.131', '11.8.20220929'), its major.minor. None when the matrix knows no such CUDA."""
+        rows = self.toolkit_rows(version or "") if vtuple(version) else []
+        if not rows:
+            return None
+        exact = [r for r in rows if vtuple(r.get("version")) == vtuple(version)]
+        return str(exact[0]["version"]) if exact else major_minor(version)
 
     def min_driver(self, cuda: str, windows: bool = False) -> Row | None:
         """The row that sets the native minimum driver for this CUDA (the lowest of its releases).
@@ -179,7 +196,7 @@ class Matrix:
         if not name:
             return None
         want = _norm_gpu(name)
-        rows = self.rows("gpus", "gpu")
+        rows = self.gpu_rows
         for r in rows:
             if want in {_norm_gpu(n) for n in [r.get("name", ""), *r.get("aliases", [])]}:
                 return r
@@ -201,6 +218,21 @@ class Matrix:
                 if best is None or (extra, order) < best[:2]:
                     best = (extra, order, r)
         return best[2] if best else None
+
+    @cached_property
+    def gpu_rows(self) -> list[Row]:
+        """The [[gpu]] rows, then one row per name of the [[gpu_names]] tables (NVIDIA's lists: name, compute
+        capability, architecture and segment only, with the table's source)."""
+        rows = list(self.rows("gpus", "gpu"))
+        for table in self.rows("gpus", "gpu_names"):
+            aliases = table.get("aliases") if isinstance(table.get("aliases"), dict) else {}
+            for name in table.get("names", []):
+                if not isinstance(name, str):
+                    continue
+                rows.append({"name": name, "aliases": list(aliases.get(name, [])),
+                             **{k: table[k] for k in ("compute_capability", "architecture", "segment", "source")
+                                if k in table}})
+        return rows
 
     def architecture(self, name_or_cc: str | None) -> Row | None:
         if not name_or_cc:
@@ -296,8 +328,12 @@ def cuda_in(cuda: str, spec: str) -> bool:
     return v == vtuple(major_minor(spec))
 
 
-_BRAND = frozenset({"geforce", "tesla", "quadro", "graphics", "edition", "gpu"})
-_PRINTED_EXTRA = frozenset({"laptop", "mobile", "max", "q", "maxq"})
+# Words that never tell two GPUs apart. "Generation": NVML prints "NVIDIA RTX 4000 Ada Generation" where NVIDIA's
+# page says "RTX 4000 Ada". Variant words ("Ti", "SUPER", "D", "SFF", "Server", "Max-Q" on a workstation board's
+# own name) are NOT here: each names another GPU, which needs its own row.
+_BRAND = frozenset({"geforce", "tesla", "quadro", "graphics", "edition", "gpu", "generation"})
+# Words NVML adds to a notebook part's name: "... Laptop GPU", "... with Max-Q Design".
+_PRINTED_EXTRA = frozenset({"laptop", "mobile", "max", "q", "maxq", "with", "design"})
 
 
 def _filler(word: str) -> bool:
@@ -306,7 +342,11 @@ def _filler(word: str) -> bool:
 
 
 def _norm_gpu(name: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", name.lower().replace("nvidia", "")).strip()
+    """Lower case, without "NVIDIA", brackets and dashes; a variant glued to the number as users type it
+    ("3060Ti", "4070super") is a word of its own."""
+    text = re.sub(r"[()\[\],]", " ", name.lower().replace("nvidia", ""))
+    text = re.sub(r"(\d)(ti|super)\b", r"\1 \2", text)
+    return re.sub(r"[\s_\-]+", " ", text).strip()
 
 
 COMPILED = "matrix.json"  # a JSON copy of the TOML files, for speed: tomllib needs ~100 ms for them all
@@ -415,9 +455,10 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
     if mvc and windows:
         mvc = {**mvc, "linux_min_driver": mvc.get(key)}
     if mvc and mvc.get("linux_min_driver") and driver_meets(driver, mvc["linux_min_driver"]):
+        asks = (f"driver {driver} is older than CUDA {major_minor(cuda)} asks for (≥ {need['linux_min_driver']})"
+                if need else f"the matrix has no minimum driver for CUDA {major_minor(cuda)}")
         return Verdict(True, "minor-version",
-                       f"driver {driver} is older than CUDA {major_minor(cuda)} asks for "
-                       f"(≥ {need['linux_min_driver'] if need else '?'}), but CUDA {major}.x runs on any driver ≥ "
+                       asks + f", but CUDA {major}.x runs on any driver ≥ "
                        f"{mvc['linux_min_driver']} by minor-version compatibility (no JIT of newer PTX; a few newer "
                        "APIs return cudaErrorCallRequiresNewerDriver)", [r for r in (need, mvc) if r])
     own = int(driver.strip().lstrip("Rr")) if is_branch(driver) else branch(driver)

@@ -274,6 +274,11 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any]:
         return result
     # ElementTree does not fetch DTDs, but the DOCTYPE line is useless here, so drop it; anything
     # DOCTYPE-like that is left (an internal subset) is not what nvidia-smi writes.
+    # A paste or a captured stream may carry framing before the document: blank lines, a BOM, the command
+    # line, a shell prompt. The XML declaration must be the very first thing, so the document starts there.
+    start = next((i for i in (text.find("<?xml"), text.find("<nvidia_smi_log")) if i >= 0), -1)
+    if start > 0:
+        text = text[start:]
     text = re.sub(r"<!DOCTYPE[^>\[]*>", "", text, count=1)
     if "<!DOCTYPE" in text.upper():
         return result

@@ -129,44 +129,46 @@ def check(facts: Facts, matrix: Matrix, checks: list[Check] | None = None, stati
 
 @dataclass(frozen=True)
 class Format:
-    """One output format of a report: ``render(report, verbose, strict)`` gives its text; ``write``, when set,
-    writes it to a path itself (else the text is written atomically)."""
+    """One output format of a report: ``render(report, verbose, strict, **options)`` gives its text; ``write``,
+    when set, writes it to a path itself (else the text is written by :func:`doctor.render.files.write_output`).
+    ``options`` are what a renderer cannot read from the report: ``elapsed`` (seconds the check took, JUnit's
+    ``time``), ``workspace`` (the GitHub Actions checkout, for annotation paths); a renderer ignores the rest."""
 
     name: str
     about: str
-    render: Callable[[Report, bool, bool], str]
+    render: Callable[..., str]
     write: Callable[[Report, str], None] | None = None
 
 
-def _text(report: Report, verbose: bool, strict: bool) -> str:
+def _text(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
     from doctor.render.text import render
 
     return render(report, verbose=verbose)
 
 
-def _json(report: Report, verbose: bool, strict: bool) -> str:
+def _json(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
     return json.dumps(report.to_dict(), indent=2) + "\n"
 
 
-def _junit(report: Report, verbose: bool, strict: bool) -> str:
+def _junit(report: Report, verbose: bool, strict: bool, elapsed: float | None = None, **_: Any) -> str:
     from doctor.render.junit import render
 
-    return render(report, strict=strict)
+    return render(report, strict=strict, elapsed=elapsed)
 
 
-def _markdown(report: Report, verbose: bool, strict: bool) -> str:
+def _markdown(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
     from doctor.render.markdown import render
 
     return render(report)
 
 
-def _github(report: Report, verbose: bool, strict: bool) -> str:
+def _github(report: Report, verbose: bool, strict: bool, workspace: str | None = None, **_: Any) -> str:
     from doctor.render.github import render
 
-    return render(report, strict=strict)
+    return render(report, strict=strict, workspace=workspace)
 
 
-def _prometheus(report: Report, verbose: bool, strict: bool) -> str:
+def _prometheus(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
     from doctor.render.prometheus import render
 
     return render(report)
@@ -178,7 +180,7 @@ def _prometheus_write(report: Report, path: str) -> None:
     write_textfile(report, path)
 
 
-def _nfd(report: Report, verbose: bool, strict: bool) -> str:
+def _nfd(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
     from doctor.render.nfd import render
 
     return render(report)
@@ -196,17 +198,19 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
 )}
 
 
-def render(report: Report, fmt: str, verbose: bool = False, strict: bool = False) -> str:
-    return FORMATS[fmt].render(report, verbose, strict)
+def render(report: Report, fmt: str, verbose: bool = False, strict: bool = False, **options: Any) -> str:
+    return FORMATS[fmt].render(report, verbose, strict, **options)
 
 
-def write(report: Report, fmt: str, path: str, strict: bool = False) -> None:
-    """The report written to ``path`` atomically (a temporary dot-file renamed over it), as the node_exporter
-    textfile collector and NFD's features.d readers need; :class:`doctor.render.files.OutputError` if not."""
-    from doctor.render.files import write_atomic
+def write(report: Report, fmt: str, path: str, strict: bool = False, **options: Any) -> None:
+    """The report written to ``path`` by :func:`doctor.render.files.write_output`: atomically over a regular file
+    (a temporary dot-file renamed over it, as the node_exporter textfile collector and NFD's features.d readers
+    need), through a character device or a FIFO, never renamed over one; :class:`~doctor.render.files.OutputError`
+    if not."""
+    from doctor.render.files import write_output
 
     writer = FORMATS[fmt].write
     if writer is not None:
         writer(report, path)
     else:
-        write_atomic(path, render(report, fmt, strict=strict))
+        write_output(path, render(report, fmt, strict=strict, **options))

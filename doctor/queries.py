@@ -65,6 +65,11 @@ def _newest_frameworks(m: Matrix, driver: str, cc: str | None = None) -> dict[st
             break
     for row in sorted(m.rows("jax", "jax"), key=lambda r: vtuple(r["version"]), reverse=True):
         need = row.get("min_driver")
+        if row.get("local_cuda"):  # runs on the machine's own toolkit: that toolkit's minimum, no MVC (JAX's README)
+            own = m.min_driver(str(row["local_cuda"]))
+            need = own.get("linux_min_driver") if own else None
+            if not need:
+                continue
         if need and not driver_meets(driver, need):
             continue
         if not need and row.get("cuda_major") and not _driver_ok(m, driver, f"{row['cuda_major']}.0")[0]:
@@ -131,7 +136,8 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
     return {
         "cuda": cuda,
         "releases": [{"version": r["version"], "label": r.get("label"), "linux_min_driver": r.get("linux_min_driver"),
-                      "windows_min_driver": r.get("windows_min_driver"), "source": _src(r)} for r in rows],
+                      "windows_min_driver": r.get("windows_min_driver"), "driver_branch": r.get("driver_branch"),
+                      "source": _src(r)} for r in rows],
         "min_driver": need and need.get("linux_min_driver"),
         "minor_version_compat_floor": mvc and mvc.get("linux_min_driver"),
         "sm_targets": (m.sm_support(cuda) or {}).get("sm"),
@@ -163,6 +169,7 @@ class TorchNeeds:
     forward_compat: bool = True  # may a cuda-compat package bring a newer CUDA (eligible GPUs only)?
     compat_packages: tuple[str, ...] = ()  # cuda-compat packages already installed
     windows_driver: bool = False  # WSL2: the driver is the Windows one (its own minimums)
+    driver_cuda: str | None = None  # the driver's CUDA version when its version is unknown (a report: "found 11040")
 
 
 def driver_floor(m: Matrix, cuda: str, windows: bool = False) -> str | None:
@@ -268,8 +275,9 @@ def pick_torch(m: Matrix, needs: TorchNeeds, explain: bool = True) -> dict[str, 
                 blocked["gpu"].append(name)
                 continue
             compat = None
-            if drv:
-                v = driver_runs_cuda(m, drv, var["cuda"], needs.segment, needs.compat_packages, windows=windows)
+            if drv or needs.driver_cuda:
+                v = driver_runs_cuda(m, drv, var["cuda"], needs.segment, needs.compat_packages,
+                                     driver_api=None if drv else needs.driver_cuda, windows=windows)
                 if v.rule == "forward-compat-needs-package" and needs.forward_compat:
                     if fallback is None:
                         pkg = next(r for r in v.rows if r.get("package"))
@@ -277,7 +285,9 @@ def pick_torch(m: Matrix, needs: TorchNeeds, explain: bool = True) -> dict[str, 
                                          {"package": pkg["package"], "cuda": pkg["cuda"], "source": _src(pkg)})
                     continue
                 if not v.ok:
-                    blocked["driver"].append(f"{name} (needs ≥ {driver_floor(m, var['cuda'], windows) or '?'})")
+                    floor = driver_floor(m, var["cuda"], windows)
+                    blocked["driver"].append(f"{name} (needs ≥ {floor})" if floor else f"{name} (needs a newer "
+                                             "driver)")
                     continue
                 rule = v.rule
             else:

@@ -10,8 +10,14 @@ Reviewed files are never rewritten. --write puts the new releases' rows in compa
 (rewritten on each run, not read by gpu-doctor) so they can be checked against the release notes and
 moved by hand into pytorch.toml / tensorflow.toml / jax.toml, then the proposal deleted.
 
+--nvidia compares NVIDIA's side instead (doctor/redist.py): the newest CUDA / driver / cuDNN redistrib manifests
+(developer.download.nvidia.com/compute/*/redist/) against cuda.toml and cudnn.toml; --nvidia-from DIR reads
+manifests saved by hand (redistrib_*.json, any product) instead of the network. --write then puts the proposed
+rows in compat/nvidia-proposed.toml, each with the manifest's URL as its source.
+
 Usage: python scripts/update_matrix.py [--newest N] [--timeout SEC] [--no-cache] [--write]
-Exit codes: 0 compat/ agrees with PyPI, 1 differences found, 2 PyPI could not be read.
+                                       [--nvidia | --nvidia-from DIR]
+Exit codes: 0 compat/ agrees with PyPI (or NVIDIA), 1 differences found, 2 nothing could be read.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from doctor.refresh import GROUPS, NEWEST, FetchError, default_cache_dir, fetch_
 
 COMPAT = Path(__file__).resolve().parent.parent / "compat"
 PROPOSED = "pypi-proposed.toml"
+NVIDIA_PROPOSED = "nvidia-proposed.toml"
 Row = dict[str, Any]
 
 
@@ -187,6 +194,80 @@ def proposal(changes: list[Change], today: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- NVIDIA's side: redistrib manifests -------------------------------------------------------------
+
+
+def read_manifests(folder: Path) -> tuple[list[Any], list[Any], list[Any], list[str]]:
+    """Every redistrib_*.json in a folder, sorted by product (its release_product)."""
+    from doctor import redist
+
+    cuda, drivers, cudnn, notes = [], [], [], []
+    parse = {"cuda": redist.parse_cuda, "nvidia-driver": redist.parse_driver, "cudnn": redist.parse_cudnn}
+    bins = {"cuda": cuda, "nvidia-driver": drivers, "cudnn": cudnn}
+    for path in sorted(folder.glob("*redistrib_*.json")):
+        try:
+            data = json.loads(path.read_text())
+            product = data.get("release_product") if isinstance(data, dict) else None
+            if product not in parse:
+                notes.append(f"{path.name}: release_product {product!r} is not cuda, nvidia-driver or cudnn")
+                continue
+            label = redist.parse_index(path.name)
+            url = redist.BASE.format(product=product) + (f"redistrib_{label[0]}.json" if label else path.name)
+            bins[product].append(parse[product](data, url))
+        except (OSError, ValueError) as exc:
+            notes.append(f"{path.name}: {exc}")
+    return cuda, drivers, cudnn, notes
+
+
+def render_nvidia(proposals: list[Any], notes: list[str]) -> str:
+    lines = [f"note: {n}" for n in notes]
+    for kind, mark, title in (("new", "+", "releases NVIDIA's manifests have and compat/ lacks"),
+                              ("changed", "~", "reviewed rows NVIDIA's manifests contradict (reviewed → NVIDIA)")):
+        picked = [p for p in proposals if p.kind == kind]
+        if picked:
+            lines.append(f"{title}:")
+            lines += [f"  {mark} {p.name}: {p.detail}\n      {p.row.get('source')}" for p in picked]
+    if not proposals:
+        lines.append("compat/ agrees with every manifest read")
+    return "\n".join(lines)
+
+
+def nvidia_proposal(proposals: list[Any], today: str) -> str:
+    lines = ["# Proposed from NVIDIA's redistrib manifests by scripts/update_matrix.py --nvidia --write. NOT REVIEWED,",
+             "# not read by gpu-doctor: check each row against the release notes (label, Linux minimum driver,",
+             "# cuDNN's support matrix), move it into cuda.toml / cudnn.toml and delete this file.",
+             "schema = 1", f'generated = "{today}"']
+    for p in proposals:
+        if not p.row.get("version"):
+            continue
+        lines += ["", f"# {p.kind}: {p.name}: {p.detail}", f"[[{p.table}]]"]
+        lines += [f"{k} = {_toml_value(v)}" for k, v in p.row.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main_nvidia(args: argparse.Namespace) -> int:
+    from doctor import redist
+    from doctor.matrix import bundled
+
+    if args.nvidia_from:
+        cuda, drivers, cudnn, notes = read_manifests(Path(args.nvidia_from))
+    else:
+        import requests
+
+        with requests.Session() as session:
+            cuda, drivers, cudnn, _wheels, notes = redist.fetch(
+                session, args.timeout, None if args.no_cache else default_cache_dir(), newest=args.newest, pypi={})
+    if not (cuda or drivers or cudnn):
+        print(f"update_matrix: no manifest read ({notes[0] if notes else 'none found'})", file=sys.stderr)
+        return 2
+    proposals = redist.propose(bundled(), cuda, drivers, cudnn)
+    print(render_nvidia(proposals, notes))
+    if args.write and any(p.row.get("version") for p in proposals):
+        (COMPAT / NVIDIA_PROPOSED).write_text(nvidia_proposal(proposals, date.today().isoformat()))
+        print(f"wrote the proposed rows to compat/{NVIDIA_PROPOSED}")
+    return 1 if proposals else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--newest", type=int, default=NEWEST, metavar="N",
@@ -194,7 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=20.0, metavar="SEC", help="per request (default: 20)")
     parser.add_argument("--no-cache", action="store_true", help="do not use or fill the user's HTTP cache")
     parser.add_argument("--write", action="store_true", help=f"write the new releases to compat/{PROPOSED}")
+    side = parser.add_mutually_exclusive_group()
+    side.add_argument("--nvidia", action="store_true", help="compare NVIDIA's redistrib manifests instead of PyPI")
+    side.add_argument("--nvidia-from", metavar="DIR", help="like --nvidia, from manifests saved in DIR")
     args = parser.parse_args(argv)
+    if args.nvidia or args.nvidia_from:
+        return main_nvidia(args)
 
     import requests
 

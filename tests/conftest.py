@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,20 @@ SLOW_FIXTURES = {
     "ptxas_for": "installs the nvidia-cuda-nvcc wheels for their ptxas (~150 MB under .cache/)",
     "wheel": "builds gpu-doctor's wheel with pip (fetches setuptools)",
 }
+
+
+def _signal_ignored_here(signum: int, frame: object) -> None:
+    """Stands in for SIG_IGN: this run still survives the signal, and the processes it starts do not inherit an
+    ignored disposition (exec resets a caught signal to its default; an ignored one stays ignored)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Under `nohup` SIGHUP is ignored, and a shell's background job (`cmd &`, some CI runners) ignores SIGINT: every
+    # gpu-doctor a test starts would inherit that and, as it should, keep ignoring it, so the tests that send it
+    # a signal would wait in vain. The tests set their own dispositions instead of relying on the caller's.
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, _signal_ignored_here)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects, so `-m "not slow"` sees these marks

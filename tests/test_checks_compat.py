@@ -598,9 +598,11 @@ def test_matrix_cuda_12_8_does_not_claim_cudnn_8() -> None:
     assert "9.10.2" in a["cudnn"]
 
 
-def test_cudnn_9_28_1_is_cuda_13_only_and_torch_2_15_has_cu130() -> None:
+def test_cudnn_9_28_1_has_cuda_12_and_13_builds_and_torch_2_15_has_cu130() -> None:
+    # NVIDIA's redistrib manifest lists cuda12 and cuda13 archives (x86_64, SBSA); PyPI lacks only the cu12 wheel.
     row = bundled().cudnn("9.28.1")
-    assert row is not None and row["cuda"] == ["13.x"]
+    assert row is not None and row["cuda"] == ["13.x", "12.x"]
+    assert "9.28.1" in queries.query_cuda(bundled(), "12.8")["cudnn_same_major_unverified_minor"]
     assert bundled().torch_variant("2.15.0", "13.0") is not None
     assert any(t["version"] == "2.15.0" for t in queries.query_cuda(bundled(), "13.0")["torch"])
 
@@ -635,10 +637,12 @@ def test_rubin_needs_an_r615_driver(drv: str, severity: str) -> None:
 
 
 def test_jax_on_cuda_11_needs_driver_450_80_02() -> None:
+    # The cuda11_pip wheels (with nvidia-*-cu11 pins); the older local-toolkit wheels need that toolkit's driver.
     assert "jax" not in queries.query_driver(bundled(), "450.36.06")["newest_frameworks"]
     newest = queries.query_driver(bundled(), "450.80.02")["newest_frameworks"]["jax"]
     assert newest["cuda_major"] == 11
-    assert all(r.get("min_driver") == "450.80.02" for r in bundled().rows("jax", "jax") if r.get("cuda_major") == 11)
+    assert all(r.get("min_driver") == "450.80.02" for r in bundled().rows("jax", "jax")
+               if r.get("cuda_major") == 11 and r.get("pins"))
 
 
 # aarch64 wheels carry other targets than x86_64 ones (PyPI aarch64 wheels, binary-read: sm_80 90 100 110 120).

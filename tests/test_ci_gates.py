@@ -152,8 +152,29 @@ def test_junit_has_one_testcase_per_check_and_failures_for_fails(tmp_path, capsy
     assert cases["env.cuda_visible_devices"].find("failure") is not None
     assert cases["require.gpus"].find("failure") is not None
     assert cases["gpu.throttling"].find("failure") is None  # a warning, not --strict
-    assert cases["wsl.driver"].find("skipped") is not None
+    assert "wsl.driver" not in cases  # not applicable here: summarised, not one <skipped> case each
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert int(props["not_applicable"]) >= 1
+    assert "wsl.driver: " in suite.find("system-out").text
     assert int(suite.get("failures")) == 2 and int(suite.get("tests")) == len(cases)
+    assert float(suite.get("time")) > 0  # how long the check took
+
+
+def test_junit_cases_about_a_dockerfile_line_carry_file_and_line(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM python:3.11-slim\nENV CUDA_VISIBLE_DEVICES=\"\"\n"
+                          "RUN pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cpu\n")
+    done = subprocess.run([sys.executable, "-m", "doctor", "check", "--dockerfile", str(dockerfile), "--format",
+                           "junit"], capture_output=True, text=True, timeout=120, check=False)
+    suite = ET.fromstring(done.stdout)
+    failing = [c for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert failing, done.stdout
+    located = {c.get("name"): (c.get("file"), c.get("line")) for c in failing}
+    assert located["framework.cpu_only_build"] == (str(dockerfile), "3")  # the line the reader recorded
+    assert int(suite.get("tests")) < 20  # the checks that do not apply to an image are not dozens of skips
 
 
 def test_junit_strict_turns_warnings_into_failures(tmp_path, capsys) -> None:
@@ -191,3 +212,25 @@ def test_image_with_cuda_compat_package_mentions_forward_compat(tmp_path, capsys
                        cudnn=[Cudnn("9.1.0", "/usr/include/cudnn_version.h", "header")])
     _code, out, _ = run(["check", "--facts", write(tmp_path, facts), "--static", "-v"], capsys)
     assert "cuda-compat-12-4" in out and "forward compatibility" in out
+
+
+def test_junit_on_real_dockerfiles_points_every_located_case_at_a_real_line() -> None:
+    from pathlib import Path
+
+    from hostile import run_cli
+
+    data = Path(__file__).parent / "data" / "dockerfiles"
+    located = 0
+    for dockerfile in sorted(data.glob("*.Dockerfile")):
+        r = run_cli(["check", "--dockerfile", str(dockerfile), "--format", "junit"])
+        assert r.code in (0, 1, 4), r
+        suite = ET.fromstring(r.out.split("\n", 1)[1])
+        lines = dockerfile.read_text().splitlines()
+        for case in suite.iter("testcase"):
+            if case.get("file") is not None:
+                located += 1
+                assert case.get("file") == str(dockerfile)
+                assert 1 <= int(case.get("line")) <= len(lines)
+        assert not [c for c in suite.iter("testcase") if c.find("skipped") is not None
+                    and "not applicable" in (c.find("skipped").get("message") or "")]
+    assert located >= 8  # the findings of eight real Dockerfiles carry their lines

@@ -101,7 +101,7 @@ FACTS = {
         torch=("2.2.2", None, True), packages={"onnxruntime": "1.19.2"},
         errors={"collect_env:Nvidia driver version", "collect_env:GPU models and configuration"}),
     "pytorch-44106-rocm-build-torch1.7.txt": dict(
-        os=("ubuntu", "18.04"), driver=None, gpus=[], torch=("1.7.0a0+9ddd3df", None, False),
+        os=("ubuntu", "18.04"), driver=None, gpus=[], torch=("1.7.0a0+9ddd3df", None, None),
         errors={"collect_env:GPU models and configuration"}),
     "pytorch-137846-windows11-cpu-nightly-no-gpu.txt": dict(
         os=("windows", "11"), driver=None, gpus=[], python="3.10.17", torch=("2.8.0.dev20250528+cpu", None, True)),
@@ -186,9 +186,11 @@ FINDINGS = {
     "pytorch-91973-source-build-without-cuda-rtx4080.txt": (1, [("framework.cpu_only_build", "fail")]),
     # A report that does not say which driver is installed (no NVIDIA GPU, or "Could not collect")
     # leaves driver.missing skipped: unknown, not "absent".
-    "pytorch-121067-macos-no-gpu-torch2.2.2.txt": (0, [("framework.cpu_only_build", "info")]),
-    "pytorch-44106-rocm-build-torch1.7.txt": (0, []),
-    "pytorch-137846-windows11-cpu-nightly-no-gpu.txt": (0, [("framework.cpu_only_build", "info")]),
+    # A CPU build where no GPU was seen judges nothing GPU-related: no verdict (exit 4), never "ready".
+    "pytorch-121067-macos-no-gpu-torch2.2.2.txt": (4, [("framework.cpu_only_build", "info")]),
+    # A ROCm build is no CUDA build: nothing NVIDIA-related to judge, so no verdict (exit 4)
+    "pytorch-44106-rocm-build-torch1.7.txt": (4, []),
+    "pytorch-137846-windows11-cpu-nightly-no-gpu.txt": (4, [("framework.cpu_only_build", "info")]),
     # torch could not be imported and nothing else is said: no verdict (status "unknown", exit 4), never "ready"
     "pytorch-42887-torch-not-importable-macos.txt": (4, []),
     "vllm-9293-wsl2-torch2.4.0-cu121-rtx4070-laptop.txt": (0, [("framework.cuda_newer_than_driver", "ok"),

@@ -88,7 +88,7 @@ def test_cuda_toolkit_table_covers_10_0_to_13() -> None:
 def test_gpus_agree_with_their_architectures() -> None:
     data = load("gpus")
     archs = {a["name"]: a for a in data["architecture"]}
-    for gpu in data["gpu"]:
+    for gpu in bundled().gpu_rows:
         arch = archs[gpu["architecture"]]
         assert gpu["compute_capability"] in arch["compute_capabilities"], gpu["name"]
         assert gpu["segment"] in ("datacenter", "workstation", "consumer", "embedded"), gpu["name"]
@@ -97,7 +97,7 @@ def test_gpus_agree_with_their_architectures() -> None:
 
 def test_gpu_names_are_unique() -> None:
     seen: set[str] = set()
-    for gpu in load("gpus")["gpu"]:
+    for gpu in bundled().gpu_rows:
         for name in [gpu["name"], *gpu.get("aliases", [])]:
             assert name.lower() not in seen, name
             seen.add(name.lower())
@@ -244,3 +244,155 @@ def test_gpu_names_as_users_type_them(typed: str, name: str, cc: str) -> None:
 @pytest.mark.parametrize("typed", ["GeForce RTX 5080 SUPER", "RTX 4090 D", "Jetson", "RTX"])
 def test_a_name_that_is_not_a_known_gpu_matches_nothing(typed: str) -> None:
     assert bundled().gpu(typed) is None
+
+
+# --- issue 22: every GPU on NVIDIA's CUDA GPU pages, in the spellings NVML prints -------------------------------
+
+NVIDIA_LISTS = Path(__file__).resolve().parent / "data" / "nvidia-cuda-gpus"
+
+
+def _nvidia_list() -> list[tuple[str, str, str]]:
+    out = []
+    for page in ("cuda-gpus.tsv", "cuda-legacy-gpus.tsv"):
+        for line in (NVIDIA_LISTS / page).read_text().splitlines():
+            if line and not line.startswith("#"):
+                cc, name = line.split("\t")
+                out.append((page, cc, name))
+    return out
+
+
+def test_every_gpu_on_nvidias_cuda_gpu_pages_resolves_to_its_compute_capability() -> None:
+    listed = _nvidia_list()
+    assert len(listed) >= 150
+    wrong = []
+    for page, cc, name in listed:
+        for spelled in {name, name if name.startswith("NVIDIA ") else f"NVIDIA {name}"}:
+            row = bundled().gpu(spelled)
+            if row is None or row["compute_capability"] != cc:
+                wrong.append(f"{page}: {spelled!r} (CC {cc}) -> {row and (row['name'], row['compute_capability'])}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_kepler_gpu_on_the_2024_revision_resolves() -> None:
+    """Today's legacy page copy ends before Kepler; NVIDIA's March 2024 page (a machine-readable scrape) lists it.
+    Every Kepler name there resolves to its CC, except the one the page gives two CCs ("3.0/5.0")."""
+    import json
+
+    doc = json.loads((NVIDIA_LISTS / "cuda-gpus-2024.json").read_text())
+    kepler = {(e["name"].rstrip("*"), e["compute_capability"]) for group in doc["list"] for sub in group["list"]
+              for e in sub["list"] if e["compute_capability"].startswith("3.") and "/" not in e["compute_capability"]}
+    assert len(kepler) >= 60
+    wrong = [(n, cc, (bundled().gpu(n) or {}).get("compute_capability")) for n, cc in sorted(kepler)
+             if (bundled().gpu(n) or {}).get("compute_capability") != cc]
+    assert not wrong, wrong
+    assert bundled().gpu("NVIDIA GeForce GTX 780 Ti")["name"] == "GeForce GTX 780 Ti"
+    assert bundled().gpu("GeForce GTX 680M")["name"] == "GeForce GTX 680M"
+
+
+def test_a_ti_on_nvidias_list_is_never_read_as_its_base_gpu() -> None:
+    for _page, _cc, name in _nvidia_list():
+        if name.endswith(" Ti"):
+            row = bundled().gpu(name)
+            assert row is not None and row["name"].lower().endswith(" ti"), (name, row and row["name"])
+
+
+@pytest.mark.parametrize(("printed", "name", "cc"), [
+    ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "NVIDIA GeForce RTX 3050 Ti", "8.6"),
+    ("NVIDIA GeForce RTX 4070 Ti", "NVIDIA GeForce RTX 4070 Ti", "8.9"),
+    ("NVIDIA GeForce RTX 3060Ti", "NVIDIA GeForce RTX 3060 Ti", "8.6"),
+    ("NVIDIA GeForce GTX 1650 Ti with Max-Q Design", "NVIDIA GeForce GTX 1650 Ti", "7.5"),
+    ("Quadro RTX 5000 with Max-Q Design", "Quadro RTX 5000", "7.5"),
+    ("NVIDIA RTX 2000 Ada Generation Laptop GPU", "NVIDIA RTX 2000 Ada Generation", "8.9"),
+    ("NVIDIA RTX 4000 SFF Ada Generation", "NVIDIA RTX 4000 SFF Ada Generation", "8.9"),
+    ("NVIDIA RTX 4000 Ada Generation", "NVIDIA RTX 4000 Ada Generation", "8.9"),
+    ("NVIDIA RTX PRO 4000 Blackwell SFF Edition", "NVIDIA RTX PRO 4000 Blackwell SFF Edition", "12.0"),
+    ("NVIDIA RTX PRO 4500 Blackwell Server Edition", "NVIDIA RTX PRO 4500 Blackwell Server Edition", "12.0"),
+    ("NVIDIA TITAN X (Pascal)", "NVIDIA TITAN X", "6.1"),
+    ("GeForce GTX TITAN X", "GeForce GTX TITAN X", "5.2"),
+    ("NVIDIA GeForce GTX 980 Ti", "GeForce GTX 980 Ti", "5.2"),
+    ("NVIDIA GeForce GTX 750 Ti", "GeForce GTX 750 Ti", "5.0"),
+    ("Quadro P4000", "Quadro P4000", "6.1"),
+    ("Quadro T2000", "Quadro T2000", "7.5"),
+    ("NVIDIA T1000 8GB", "NVIDIA T1000", "7.5"),
+    ("NVIDIA GB10 (DGX Spark)", "NVIDIA GB10", "12.1"),
+])
+def test_nvml_spellings_of_nvidias_gpus(printed: str, name: str, cc: str) -> None:
+    row = bundled().gpu(printed)
+    assert row is not None and (row["name"], row["compute_capability"]) == (name, cc)
+
+
+@pytest.mark.parametrize(("printed", "variant"), [
+    ("NVIDIA RTX 4000 SFF Ada Generation", "sff"),   # its own row, never the RTX 4000 Ada Generation
+    ("NVIDIA GeForce RTX 4070 SUPER", "super"),      # not on NVIDIA's pages: unknown, never the RTX 4070
+    ("NVIDIA GeForce RTX 4070 Ti SUPER", "super"),
+    ("NVIDIA GeForce GTX 1660 Ti", "ti"),
+    ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "ti"),
+])
+def test_a_variant_never_borrows_its_base_gpus_row(printed: str, variant: str) -> None:
+    row = bundled().gpu(printed)
+    assert row is None or variant in row["name"].lower().split(), (printed, row and row["name"])
+
+
+def test_first_driver_of_every_compute_capability_follows_its_first_toolkit() -> None:
+    """The project's rule for every CC, not only sm_86: a GPU needs at least the Linux minimum of the first toolkit
+    whose nvcc builds for its CC (where both are in the matrix); Jetson-only CCs take their driver from JetPack."""
+    m = bundled()
+    targets = sorted(m.rows("cuda", "sm_support"), key=lambda r: vtuple(r["cuda"]))
+    oldest_listed = vtuple(targets[0]["cuda"])
+    embedded_only = {cc for cc in {g["compute_capability"] for g in m.gpu_rows}
+                     if all(g["segment"] == "embedded" for g in m.gpu_rows if g["compute_capability"] == cc)}
+    checked = []
+    for arch in m.rows("gpus", "architecture"):
+        for cc in arch["compute_capabilities"]:
+            first = next((r["cuda"] for r in targets if cc in r["sm"]), None)
+            if first is None or vtuple(first) == oldest_listed or cc in embedded_only:
+                continue  # first toolkit older than the sm table, or a Jetson-only CC
+            need = m.min_driver(first)
+            if need is None:
+                continue  # NVIDIA names only a branch (13.3+): first_driver_branch covers it
+            got = m.first_driver(arch, cc)
+            assert got and vtuple(got) >= vtuple(need["linux_min_driver"]), (cc, first, got, need["linux_min_driver"])
+            checked.append(cc)
+    assert {"10.3", "12.1", "10.0", "12.0", "9.0", "8.9"} <= set(checked)
+    blackwell = m.architecture("Blackwell")
+    assert m.first_driver(blackwell, "10.3") == "575.51.03" and m.first_driver(blackwell, "10.0") == "570.26"
+
+
+def test_jax_cuda11_wheels_without_pip_cuda_need_the_local_toolkits_driver() -> None:
+    from doctor.matrix import Matrix
+    from doctor.queries import _newest_frameworks
+
+    rows = [r for r in load("jax")["jax"] if r.get("cuda_major") == 11]
+    local = [r for r in rows if not r.get("pins")]
+    assert local and all(r.get("local_cuda") and "min_driver" not in r for r in local)
+    assert all(r.get("min_driver") == "450.80.02" for r in rows if r.get("pins"))  # the cuda11_pip era
+    cudnn86 = next(r for r in local if r["plugin"] == "jaxlib+cuda11.cudnn86")
+    only = Matrix(data={**bundled().data, "jax": {"jax": [cudnn86]}})
+    assert "jax" not in _newest_frameworks(only, "470.82.01")  # 450.80.02 would have said yes
+    assert _newest_frameworks(only, "520.61.05")["jax"]["version"] == "0.4.1"  # CUDA 11.8's own minimum
+
+
+@pytest.mark.parametrize(("windows", "branch"), [("453.94", 450), ("452.39", 450), ("454.00", None)])
+def test_wsl_windows_drivers_of_r450_map_to_their_branch(windows: str, branch: int | None) -> None:
+    # R450's data-center notes pair 450.51.05/451.48 and 450.216.04/453.94: 452.39 (CUDA 11's Windows MVC floor)
+    # lies between them; a number past the last known R450 release stays unknown.
+    assert bundled().windows_branch(windows) == branch
+
+
+@pytest.mark.parametrize(("driver", "cuda", "package"), [
+    ("418.226.00", "11.0", "cuda-compat-11-0"), ("418.226.00", "10.2", "cuda-compat-10-2"),
+    ("440.33.01", "11.1", "cuda-compat-11-1"), ("450.51.06", "11.2", "cuda-compat-11-2"),
+])
+def test_older_data_center_branches_run_newer_cuda_with_the_compat_package_nvidia_names(
+        driver: str, cuda: str, package: str) -> None:
+    from doctor.matrix import driver_runs_cuda
+
+    v = driver_runs_cuda(bundled(), driver, cuda, gpu_segment="datacenter")
+    assert v.rule == "forward-compat-needs-package" and package in v.explanation
+    assert driver_runs_cuda(bundled(), driver, cuda, gpu_segment="consumer").rule == "too-old"
+
+
+def test_r440_is_not_given_cuda_11_2_forward_compatibility() -> None:
+    from doctor.matrix import driver_runs_cuda
+
+    assert driver_runs_cuda(bundled(), "440.33.01", "11.2", gpu_segment="datacenter").rule == "too-old"

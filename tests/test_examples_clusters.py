@@ -178,8 +178,9 @@ def test_manifest_has_the_fields_kubernetes_requires(name: str, api: str, kind: 
     for c in containers:
         assert isinstance(c["name"], str) and c["name"]
         assert isinstance(c["image"], str) and c["image"]
-        gpus = c["resources"]["limits"]["nvidia.com/gpu"]
-        assert isinstance(gpus, int) and gpus > 0
+        if kind == "Job":
+            gpus = c["resources"]["limits"]["nvidia.com/gpu"]
+            assert isinstance(gpus, int) and gpus > 0
         assert "gpu-doctor check --json" in " ".join(c["command"])
     labels = doc["spec"]["template"]["metadata"]["labels"]
     assert labels["app"] == "gpu-doctor"  # what `kubectl logs -l app=gpu-doctor` collects
@@ -194,6 +195,15 @@ def test_job_never_restarts_and_has_a_deadline() -> None:
     term = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert term["labelSelector"]["matchLabels"] == {"job-name": job["metadata"]["name"]}
     assert term["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_daemonset_fits_a_node_of_any_gpu_count_and_sees_all_its_gpus() -> None:
+    (c,) = containers_of(manifest("daemonset.yaml"))
+    resources = c.get("resources", {})
+    assert not any("nvidia.com/" in k for part in resources.values() for k in part)  # never Pending for a count
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert set(env["NVIDIA_DRIVER_CAPABILITIES"].split(",")) >= {"compute", "utility"}
 
 
 def test_daemonset_selector_matches_its_pod_labels() -> None:

@@ -53,6 +53,27 @@ def test_service_writes_prometheus_into_the_textfile_directory_it_may_write() ->
     assert svc["SuccessExitStatus"].split() == ["1", "4"]  # a failing or unknown verdict is a metric, not a failure
 
 
+def test_service_and_cron_check_the_workloads_python_not_whatever_python3_is_on_path() -> None:
+    svc = unit("gpu-doctor-metrics.service")["Service"]
+    assert check_args(svc["ExecStart"]).python == ["${GPU_DOCTOR_PYTHON}"]  # systemd expands it to one word
+    name, _, value = svc["Environment"].partition("=")
+    assert name == "GPU_DOCTOR_PYTHON" and value.startswith("/")
+    cron = (SYSTEMD / "gpu-doctor.cron").read_text().splitlines()
+    assert f"GPU_DOCTOR_PYTHON={value}" in cron
+    (line,) = [ln for ln in cron if ln.startswith("*/5")]
+    assert check_args(line.split(None, 6)[6].split(" >", 1)[0]).python == ["$GPU_DOCTOR_PYTHON"]
+
+
+def test_readme_alerts_when_the_metrics_go_stale() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    rule = readme.split("```yaml\ngroups:", 1)[1].split("```", 1)[0]
+    alerts = yaml.safe_load("groups:" + rule)["groups"][0]["rules"]
+    stale = [a["expr"] for a in alerts if "gpu_doctor_last_run_timestamp_seconds" in a["expr"]]
+    assert any("time() - gpu_doctor_last_run_timestamp_seconds >" in e for e in stale)  # old
+    assert any("unless gpu_doctor_last_run_timestamp_seconds" in e for e in stale)  # gone altogether
+    assert any(a["expr"].strip().startswith("gpu_doctor_ready == 0") for a in alerts)
+
+
 def test_timer_triggers_the_service_repeatedly() -> None:
     timer = unit("gpu-doctor-metrics.timer")
     assert timer["Timer"]["OnUnitActiveSec"] and timer["Install"]["WantedBy"] == "timers.target"
@@ -73,7 +94,7 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
 
 
 def test_cron_line_runs_the_same_command() -> None:
-    (line,) = [ln for ln in (SYSTEMD / "gpu-doctor.cron").read_text().splitlines() if ln and not ln.startswith("#")]
+    (line,) = [ln for ln in (SYSTEMD / "gpu-doctor.cron").read_text().splitlines() if ln.startswith("*/5")]
     fields = line.split(None, 6)
     assert fields[5] == "root" and fields[0] == "*/5"
     command = fields[6].split(" >", 1)[0]

@@ -283,7 +283,11 @@ def test_hostile_collect_env_reports(tmp_path_factory: pytest.TempPathFactory, r
 
 EXPLAIN_BITS = ["RuntimeError: The NVIDIA driver on your system is too old (found version ",
                 "CUDA error: no kernel image is available", "Tried to allocate ", " GiB", "sm_",
-                "CUDA driver version is insufficient for CUDA runtime version", "GPU ", "NCCL error"]
+                "CUDA driver version is insufficient for CUDA runtime version", "GPU ", "NCCL error",
+                # what explain reads as stated facts and loader-path notes (doctor/explain.py)
+                "Ignoring visible gpu device (device: 0, name: ", ") with Cuda compute capability ",
+                "The NVIDIA driver's CUDA version is ", " which is older than the ptxas CUDA version (",
+                "Could not load dynamic library 'libcublas.so.", ": cannot open shared object file", "64_11.dll"]
 
 
 @settings(FAST, max_examples=40)
@@ -292,6 +296,17 @@ EXPLAIN_BITS = ["RuntimeError: The NVIDIA driver on your system is too old (foun
 def test_hostile_error_texts_for_explain(text: str) -> None:
     ATTACK_COUNTS["explain texts"] += 1
     r = run_cli(["explain", "--no-probe", "-"], stdin=text.encode("utf-8", "surrogatepass"))
+    assert_clean_exit(r)
+    assert not terminal_unsafe(r.out)
+
+
+@settings(FAST, max_examples=25)
+@given(text=st.lists(st.one_of(hostile_text, st.sampled_from(LONG), st.sampled_from(EXPLAIN_BITS)),
+                     min_size=1, max_size=8).map("".join))
+def test_hostile_error_texts_judged_on_a_snapshot(text: str) -> None:
+    # the text's own statements become facts (explain.with_stated_facts) and name loader directories
+    ATTACK_COUNTS["explain texts"] += 1
+    r = run_cli(["explain", "--facts", str(HEALTHY), "-"], stdin=text.encode("utf-8", "surrogatepass"))
     assert_clean_exit(r)
     assert not terminal_unsafe(r.out)
 
@@ -401,3 +416,28 @@ def test_a_lone_surrogate_written_to_a_file_is_no_crash(tmp_path: Path) -> None:
         r = run_cli([*argv, "--facts", facts])
         assert_clean_exit(r, (0,))
     assert json.loads((tmp_path / "plan.json").read_text())  # a JSON escape: still valid JSON
+
+
+@pytest.mark.parametrize("kind", ["fifo", "deep", "nasty"])
+def test_a_hostile_nvidia_releases_cache_never_blocks_crashes_or_reaches_the_terminal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    from doctor import redist
+
+    cache = tmp_path / "gpu-doctor" / redist.CACHE_FILE
+    cache.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(cache)
+    elif kind == "deep":
+        cache.write_bytes(b"[" * 100_000)
+    else:
+        cache.write_text(json.dumps({"schema": 1, "fetched_at": "\x1b[2J2026", "seen": {
+            "cuda": {"version": "99.0\x1b]0;pwned\x07", "source": "https://x/\x9b31m"},
+            "cudnn": {"version": "99.1", "source": "https://x/\u202e[red]"},
+            "driver_branch": {"version": "9" * 5000, "source": "$(touch /tmp/x)"}}}))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    ATTACK_COUNTS["special files"] += 1
+    for argv in (["matrix"], ["matrix", "driver", "620"], ["matrix", "--json"]):
+        r = run_cli(argv)
+        assert_clean_exit(r)
+        assert not terminal_unsafe(r.out), (argv, terminal_unsafe(r.out))
+        assert "pwned" not in r.out and "$(touch" not in r.out

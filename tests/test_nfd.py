@@ -125,3 +125,36 @@ def test_a_node_with_too_little_evidence_is_not_labelled_ready() -> None:
 
     got = parse(render(diagnose(Facts())))
     assert (got[f"{PREFIX}gpu-doctor.ready"], got[f"{PREFIX}gpu-doctor.status"]) == ("false", "unknown")
+
+
+def test_versions_are_also_integer_labels_that_node_affinity_gt_and_lt_can_compare() -> None:
+    facts = make_facts(driver__kernel_module="535.104.05", driver__userspace="535.104.05",
+                       driver__cuda_driver_api="12.2", gpu__compute_capability="8.0")
+    got = labels(diagnose(facts))
+    assert (got["gpu-doctor.driver.major"], got["gpu-doctor.driver.minor"]) == ("535", "104")
+    assert (got["gpu-doctor.cuda.major"], got["gpu-doctor.cuda.minor"]) == ("12", "2")
+    assert (got["gpu-doctor.compute.major"], got["gpu-doctor.compute.minor"]) == ("8", "0")
+    assert got["gpu-doctor.ready"] == "true" and got["gpu-doctor.cuda"] == "12.2"  # beside the readiness labels
+    assert all(got[k].isdigit() for k in got if k.endswith((".major", ".minor")))
+
+
+def test_the_compute_labels_are_the_lowest_gpu_of_the_node() -> None:
+    from dataclasses import replace
+
+    base = make_facts()
+    facts = replace(base, gpus=[replace(base.gpus[0], compute_capability="9.0"),
+                                replace(base.gpus[0], index=1, uuid="GPU-2", compute_capability="7.5")])
+    got = labels(diagnose(facts))
+    assert (got["gpu-doctor.compute.major"], got["gpu-doctor.compute.minor"]) == ("7", "5")
+
+
+def test_the_renderer_reads_the_report_not_the_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
+    report = diagnose(make_facts(driver__cuda_driver_api=None))
+    from doctor import matrix
+
+    def no_matrix(*_a: object, **_k: object) -> None:
+        raise AssertionError("the NFD renderer read the matrix")
+
+    monkeypatch.setattr(matrix, "current", no_matrix)
+    got = labels(report)
+    assert got["gpu-doctor.cuda"]  # from the driver check's evidence: the newest CUDA this driver runs

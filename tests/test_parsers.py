@@ -727,3 +727,12 @@ def test_smi_text_banner_cuda_na_is_unknown() -> None:
     assert parsers.parse_cuda_driver_version_from_smi_text(banner)["cuda_version"] == "11.4"
     na = banner.replace("CUDA Version: 11.4", "CUDA Version: N/A")
     assert parsers.parse_cuda_driver_version_from_smi_text(na)["cuda_version"] is None
+
+
+@pytest.mark.parametrize("framing", ["\n", "  \n", "\r\n", "\ufeff", "$ nvidia-smi -q -x\n",
+                                     "nvidia-smi -q -x > smi.xml\n\n"])
+def test_nvidia_smi_xml_with_framing_before_its_declaration_still_parses(framing: str) -> None:
+    text = (Path(__file__).parent / "data" / "nvidia-smi-xml" / "a10g-515.105.01.xml").read_text(encoding="utf-8")
+    got = parsers.parse_nvidia_smi_xml(framing + text)
+    assert got["driver_version"] == "515.105.01"
+    assert [g["name"] for g in got["gpus"]] == ["NVIDIA A10G"]

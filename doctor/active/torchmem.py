@@ -132,6 +132,8 @@ def error_finding(mode: str, where: str, err: dict[str, Any], end: dict[str, Any
     for pattern, code, explanation in NCCL_SIGNATURES:
         if re.search(pattern, text):
             severity = "info" if code == "multigpu.nccl" else "fail"
+            if code == "multigpu.nccl" and re.search(r"sees 0\b", text):
+                severity = "warn"  # not one GPU: nothing GPU-related was tested, so no "ready" can follow
             return _f(mode, code, severity, f"{where}: {first}", f"{explanation}\nIt failed at: {err.get('step')}.",
                       ev)
     sig = classify(text, end.get("stderr"))

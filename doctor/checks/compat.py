@@ -11,7 +11,17 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, label, ok
-from doctor.matrix import Matrix, Row, Verdict, current, driver_meets, driver_runs_cuda, major_minor, vtuple
+from doctor.matrix import (
+    Matrix,
+    Row,
+    Verdict,
+    branch,
+    current,
+    driver_meets,
+    driver_runs_cuda,
+    major_minor,
+    vtuple,
+)
 from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv, cudnn_version
 from doctor.model.findings import Evidence, Finding, value_text
 from doctor.model.intents import (
@@ -62,6 +72,10 @@ def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
     """(who, cuda version, kind) for every CUDA runtime on the machine: toolkits and framework builds."""
     out = [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
            for t in facts.toolkits if t.version and t.source != "pip"]
+    # The pip nvidia-cuda-nvcc wheel is the ptxas XLA (jax[cuda12]) and Triton compile with: a compiler like a
+    # toolkit's, judged the same way (a ptxas newer than the driver's CUDA emits code the driver cannot load).
+    out += [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
+            for t in facts.toolkits if t.version and t.source == "pip" and t.nvcc_version]
     for env in facts.python_envs:
         for p in env.packages:
             if p.cpu_only or not p.cuda:
@@ -109,9 +123,8 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
                 "compiled with an unsupported toolchain' (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222). Framework "
                 "wheels that ship SASS for the GPU are not affected.",
                 evidence,
-                fix=f"Upgrade the driver to ≥ {(m.min_driver(cuda) or {}).get('linux_min_driver', '?')}, or compile "
-                    f"with a toolkit no newer than CUDA {drv_cuda or 'the driver supports'} (or build SASS for the "
-                    "GPU: -arch=sm_XX).")
+                fix=_upgrade_or(m.min_driver(cuda), f"compile with a toolkit no newer than CUDA "
+                                f"{drv_cuda or 'the driver supports'} (or build SASS for the GPU: -arch=sm_XX)."))
             continue
         if v.ok:
             yield ok(code, f"{who} runs on driver {_driver(facts) or facts.driver.cuda_driver_api} ({v.rule})",
@@ -135,9 +148,52 @@ def _driver_vs_runtimes(facts: Facts, ctx: Context, kind: str, code: str) -> Ite
             fix = f"Install {pkg['package']} (NVIDIA's CUDA repository) and put /usr/local/cuda-{pkg['cuda']}/compat " \
                   "on LD_LIBRARY_PATH, or upgrade the driver."
         else:
-            fix = f"Upgrade the driver to ≥ {floor or '?'}, or use a build for an older CUDA{alt}."
-        yield finding(code, "fail", f"{who} needs a newer driver than {_driver(facts) or '?'}",
-                      v.explanation + alt + ".", evidence, fix=fix, intents=intents)
+            fix = (f"Upgrade the driver to ≥ {floor}, or use a build for an older CUDA{alt}." if floor else
+                   f"Upgrade the driver to one that supports CUDA {major_minor(cuda)}, or use a build for an older "
+                   f"CUDA{alt}.")
+        capped = _driver_cannot_reach(m, facts, floor)
+        detail = v.explanation + alt + "."
+        if capped:
+            # No driver that runs this CUDA drives the GPU: the build (or the image) must come down instead.
+            g, arch, last, top = capped
+            fix = (f"No driver for {g.name} ({arch['name']}) runs CUDA {major_minor(cuda)}: its last driver branch is "
+                   f"R{last}" + (f", which runs CUDA {top} at most" if top else "") + ". Use a build (or a container "
+                   f"image) for CUDA {top or 'that branch supports'} instead; upgrading the driver cannot help.")
+            intents = [i for i in intents if not isinstance(i, InstallDriverBranch)]
+            evidence.append(Evidence("gpu", f"{g.name}: last driver branch R{last}", arch.get("source")))
+            detail += " " + fix.split(" Use a build")[0]
+        drv = _driver(facts) or f"the one installed (it supports CUDA {beliefs.of(facts).driver_cuda.value})"
+        yield finding(code, "fail", f"{who} needs a newer driver than {drv}", detail, evidence, fix=fix,
+                      intents=intents)
+
+
+def _driver_cannot_reach(m: Matrix, facts: Facts, floor: str | None) -> tuple[Gpu, Row, int, str | None] | None:
+    """A GPU whose last supported driver branch is below the driver a CUDA needs: (GPU, its architecture row,
+    that branch, the newest CUDA that branch runs natively)."""
+    need = branch(floor) if floor else None
+    if need is None:
+        return None
+    for g in _gpus(facts):
+        _row, arch = m.gpu_for_facts(g.name, g.compute_capability)
+        last = (arch or {}).get("last_driver_branch")
+        if arch and last and str(last).isdigit() and int(last) < need:
+            top = m.newest_cuda_for_driver(str(last))
+            return g, arch, int(last), major_minor(top["version"]) if top else None
+    return None
+
+
+def _upgrade_or(row: Row | None, other: str) -> str:
+    """'Upgrade the driver to ≥ N, or …' — without a number when the matrix has none (never '≥ ?')."""
+    need = (row or {}).get("linux_min_driver")
+    return f"Upgrade the driver to ≥ {need}, or {other}" if need else f"Upgrade the driver, or {other}"
+
+
+def _cc_evidence(g: Gpu, cc: str | None) -> Evidence:
+    """A GPU's compute capability, credited to what says it: the probe that read it, or — when it was looked up
+    from the GPU's name — the matrix (derived, not observed)."""
+    if g.compute_capability:
+        return Evidence(f"gpus[{g.index}].compute_capability", cc, g.source)
+    return Evidence(f"gpus[{g.index}].compute_capability", cc, f"derived: compat/gpus.toml (by the name {g.name!r})")
 
 
 def _owner(facts: Facts, who: str) -> tuple[str, PyPackage] | None:
@@ -293,8 +349,9 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
     gpus = [g for g in _gpus(facts) if g.compute_capability or m.gpu(g.name)]
     if not gpus:
         raise NotApplicable("no GPU with a known compute capability")
+    # A CUDA build whose CUDA (or version) is unknown is still judged against every build the matrix knows.
     pkgs = [(env.executable, p) for env in facts.python_envs for p in env.packages
-            if p.name == "torch" and not p.cpu_only and p.cuda]
+            if p.name == "torch" and not p.cpu_only and (p.cuda or p.cpu_only is False or p.arch_list)]
     if not pkgs:
         raise NotApplicable("no CUDA build of PyTorch (its arch list is what this rule reads)")
     done = False
@@ -309,7 +366,7 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
         done = True
         for g in gpus:
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
-            evidence = [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
+            evidence = [_cc_evidence(g, cc),
                         Evidence("python_envs.packages",
                                  f"{label(pkg)} arch list {value_text(sass)}, PTX {value_text(ptx)}",
                                  "deep" if pkg.arch_list else "compat/pytorch.toml"),
@@ -354,9 +411,10 @@ def _arch_unknown(facts: Facts, m: Matrix, pkg: PyPackage, gpus: list[Gpu], exe:
         return
     major = vtuple(pkg.cuda or "")[:1]
     known = [v for row in m.rows("pytorch", "torch") for v in row.get("variant", [])
-             if v.get("arch_list") and vtuple(v["cuda"])[:1] == major]
+             if v.get("arch_list") and (not major or vtuple(v["cuda"])[:1] == major)]
     if not known:
         return
+    builds = f"PyTorch build for CUDA {major[0]}.x" if major else "PyTorch build of any release"
     for g in gpus:
         cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
         if not cc or any(_supports(cc, v["arch_list"], v.get("ptx")) for v in known):
@@ -364,10 +422,10 @@ def _arch_unknown(facts: Facts, m: Matrix, pkg: PyPackage, gpus: list[Gpu], exe:
         oldest = min((min(v["arch_list"], key=vtuple) for v in known), key=vtuple)
         yield finding("framework.arch_unsupported", "warn",
                       f"{label(pkg)} most likely has no kernels for {g.name} (sm_{cc.replace('.', '')})",
-                      f"This build's arch list is not in the matrix, but no PyTorch build for CUDA {major[0]}.x that "
+                      f"This build's arch list is not in the matrix, but no {builds} that "
                       f"the matrix knows carries code for sm_{cc.replace('.', '')} (the oldest target among them is "
                       f"sm_{oldest.replace('.', '')}); `gpu-doctor check --deep` reads the real list.",
-                      [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
+                      [_cc_evidence(g, cc),
                        Evidence("python_envs.packages", f"{label(pkg)} cuda={pkg.cuda}")],
                       fix="Confirm with `gpu-doctor check --deep`; an older PyTorch release (or a CUDA 11 build) may "
                           "still support this GPU (`gpu-doctor matrix gpu NAME`).")
@@ -429,7 +487,7 @@ def toolkit_arch(facts: Facts, ctx: Context) -> Iterator[Finding]:
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
             if not cc:
                 continue
-            evidence = [Evidence(f"gpus[{g.index}].compute_capability", cc, g.source),
+            evidence = [_cc_evidence(g, cc),
                         Evidence("toolkits", f"{t.version} {t.root}", t.source), *row_evidence([row], "sm_support")]
             if cc in sms:
                 yield ok("toolkit.gpu_arch_unsupported", f"CUDA {major_minor(t.version)} compiles for {g.name} "
@@ -543,7 +601,7 @@ def _overwritten(env: PythonEnv, p: PyPackage, built: str) -> list[PyPackage] | 
     return same
 
 
-def _built_cudnn(m: Matrix, p: PyPackage) -> tuple[str | None, str]:
+def built_cudnn(m: Matrix, p: PyPackage) -> tuple[str | None, str]:
     """(the cuDNN a build needs, the rule it is held to). torch's own error (--deep) says it best, then its
     wheel metadata's pin (PyPackage.cudnn), then the matrix's row for the build."""
     if p.name == "torch":
@@ -551,12 +609,15 @@ def _built_cudnn(m: Matrix, p: PyPackage) -> tuple[str | None, str]:
         built = (said[0] if said else None) or p.cudnn or (m.torch_variant(p.version, p.cuda) or {}).get("cudnn")
         return built, "torch"
     if p.name.startswith("tensorflow") or p.name == "tf-nightly":
-        return p.cudnn, "tf1" if (vtuple(p.version or "") or (0,))[0] == 1 else "tf"
+        # build_info states the cuDNN; without it, the release's tested build (a range bound by the version)
+        built = p.cudnn or ((m.tensorflow(p.version) or {}).get("cudnn") if p.cpu_only is False else None)
+        return built, "tf1" if (vtuple(p.version or "") or (0,))[0] == 1 else "tf"
     if p.name in ("jax", "jaxlib"):
         major = vtuple(p.cuda or "")[:1]
         rows = [r for r in m.rows("jax", "jax") if r.get("version") == (p.version or "").split("+")[0]
                 and (not major or r.get("cuda_major") == major[0]) and r.get("min_cudnn")]
-        return (rows[0]["min_cudnn"] if rows else None), "jax"
+        # the matrix row, else the build's local tag (jaxlib 0.4.7+cuda11.cudnn86 was built with cuDNN 8.6)
+        return (rows[0]["min_cudnn"] if rows else p.cudnn), "jax"
     return None, ""
 
 
@@ -592,7 +653,7 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                       fix="Remove one of the two cuDNN installations (or point the include path and the library "
                           "path at the same one).")
     for env, p in pairs:
-        built, rule = _built_cudnn(m, p)
+        built, rule = built_cudnn(m, p)
         if not built or not vtuple(built):  # a recorded cuDNN that is not a version: nothing to compare
             continue
         clash = _overwritten(env, p, built)
@@ -644,7 +705,8 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
                       fix=(f"Install the cuDNN {vtuple(built)[0]}.x the build expects (pip install "
                            f"nvidia-cudnn-cu{vtuple(p.cuda)[0]}), or remove the other cuDNN from LD_LIBRARY_PATH.")
                       if p.cuda and vtuple(p.cuda)[0] >= 11 else
-                      f"Install cuDNN {'.'.join(str(x) for x in vtuple(built)[:2])} for CUDA {p.cuda or '?'} "
+                      f"Install cuDNN {'.'.join(str(x) for x in vtuple(built)[:2])}"
+                      + (f" for CUDA {p.cuda} " if p.cuda else " for the build's CUDA ") +
                       "(NVIDIA's cuDNN archive; no pip wheel exists for it), or remove the other cuDNN from "
                       "LD_LIBRARY_PATH.",
                       # TensorFlow's [and-cuda] and JAX's [cudaNN] extras pin the cuDNN wheel the release needs.
@@ -707,6 +769,20 @@ def _older_toolkit_on_ld_path(facts: Facts, env: PythonEnv, ld_dirs: list[str]) 
     return None
 
 
+def _cudnn_sublibraries_shadowed(facts: Facts, wheel: PyPackage, ld_dirs: list[str]) -> str | None:
+    """A cuDNN of the wheel's major but another version in a directory on LD_LIBRARY_PATH (cuDNN's sub-libraries
+    are opened by name, so that directory wins for them even where DT_RPATH wins for libcudnn itself)."""
+    refs = [(c.location, c.version) for c in facts.cudnn if c.source == "library" and c.location]
+    if facts.loader.libcudnn:
+        refs.append((facts.loader.libcudnn.path, facts.loader.libcudnn.version))
+    for path, version in refs:
+        if path and path.rsplit("/", 1)[0].rstrip("/") in ld_dirs and "/nvidia/" not in path \
+                and version and vtuple(version)[:1] == vtuple(wheel.version)[:1] \
+                and vtuple(version)[:3] != vtuple(wheel.version)[:3]:  # another major has other sonames
+            return f"{path} (cuDNN {version})"
+    return None
+
+
 def _rpath_wins(env: PythonEnv) -> bool:
     """torch's CUDA wheels find their nvidia-* wheels through DT_RPATH, which the loader searches before
     LD_LIBRARY_PATH: a directory there cannot shadow them."""
@@ -728,17 +804,37 @@ def libs_shadowed(facts: Facts, ctx: Context) -> Iterator[Finding]:
         for lib in loaded:
             name = lib.rsplit("/", 1)[-1]
             for prefix, wheel in wheels.items():
-                if wheel and name.startswith(prefix + ".") and "/nvidia/" not in lib:
+                # libcudnn.so.9 and its sub-libraries (libcudnn_ops.so.9, libcudnn_graph.so.9 …)
+                if wheel and re.match(rf"{prefix}(?:_\w+)?\.", name) and "/nvidia/" not in lib:
                     problems.append((prefix, lib, "loaded by the framework (--deep)"))
         ref = facts.loader.libcudnn
         if ref and wheels["libcudnn"] and ref.path.rsplit("/", 1)[0] in ld_dirs and not _rpath_wins(env):
-            problems.append(("libcudnn", f"{ref.path} (cuDNN {ref.version or '?'})", "first on LD_LIBRARY_PATH"))
+            version = f" (cuDNN {ref.version})" if ref.version else ""
+            problems.append(("libcudnn", f"{ref.path}{version}", "first on LD_LIBRARY_PATH"))
+        elif wheels["libcudnn"] and _rpath_wins(env):
+            sub = _cudnn_sublibraries_shadowed(facts, wheels["libcudnn"], ld_dirs)
+            if sub:
+                problems.append(("libcudnn_sub", sub, "on LD_LIBRARY_PATH, where cuDNN's sub-libraries are looked up"))
         older = _older_toolkit_on_ld_path(facts, env, ld_dirs)
         if older:
             problems.append(("libnvJitLink", older, "an older CUDA of the same major on LD_LIBRARY_PATH"))
         evidence = [ev(facts, "env.LD_LIBRARY_PATH"), *[Evidence("python_envs.packages", f"{w.name} {w.version}")
                                                        for w in wheels.values() if w]]
-        if problems and problems[0][0] == "libnvJitLink":
+        if problems and problems[0][0] == "libcudnn_sub":
+            _lib, path, how = problems[0]
+            wheel = wheels["libcudnn"]
+            yield finding(
+                "framework.libs_shadowed", "warn",
+                f"A system cuDNN on LD_LIBRARY_PATH ({path}) will be mixed with the {wheel.name} {wheel.version} wheel "
+                f"in {env.executable}",
+                "torch loads libcudnn.so from its wheel through DT_RPATH, but cuDNN opens its sub-libraries "
+                "(libcudnn_ops, libcudnn_cnn, libcudnn_graph …) by name, and the loader looks on LD_LIBRARY_PATH "
+                "first: the sub-libraries come from the other cuDNN, and 'Could not load library "
+                "libcudnn_cnn_train.so.8 … undefined symbol' / 'Invalid handle. Cannot load symbol' follows.",
+                [*evidence, Evidence("library", path, how)],
+                fix="Remove that cuDNN's directory from LD_LIBRARY_PATH for this environment (or unset "
+                    "LD_LIBRARY_PATH); the wheels need no LD_LIBRARY_PATH.")
+        elif problems and problems[0][0] == "libnvJitLink":
             _lib, path, how = problems[0]
             yield finding(
                 "framework.libs_shadowed", "warn",

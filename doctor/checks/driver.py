@@ -19,6 +19,21 @@ def _pci_list(facts: Facts) -> str:
     return ", ".join(ids[:4]) + (" …" if len(ids) > 4 else "")
 
 
+def _runs_cuda(b: beliefs.Beliefs, ctx: Context) -> list[Evidence]:
+    """The CUDA version this driver runs, as evidence ``driver.runs_cuda`` (what NFD's ``gpu-doctor.cuda``
+    label shows): libcuda's or nvidia-smi's own word, else — files only, as with --root — the newest CUDA the
+    matrix says this driver version runs natively."""
+    if b.driver_cuda.value:
+        return [Evidence("driver.runs_cuda", str(b.driver_cuda.value), b.driver_cuda.source)]
+    version, m = b.driver_version.value, ctx.matrix
+    row = m.newest_cuda_for_driver(version) if version and hasattr(m, "newest_cuda_for_driver") else None
+    if row and row.get("version"):
+        from doctor.matrix import major_minor
+
+        return [Evidence("driver.runs_cuda", major_minor(row["version"]), row.get("source") or "matrix")]
+    return []
+
+
 @check("driver.missing", AREA, "An NVIDIA driver is installed (user-space libraries or kernel module).")
 def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     b = beliefs.of(facts)
@@ -28,7 +43,7 @@ def driver_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         version = (b.driver_version.value or (f"package {pkgs[0]}" if pkgs else None)
                    or (f"(CUDA driver API {b.driver_cuda.value})" if b.driver_cuda.value else "(version unknown)"))
         yield ok("driver.missing", f"NVIDIA driver {version} is installed", *installed.evidence,
-                 detail=f"Evidence: {installed.why}.")
+                 *_runs_cuda(b, ctx), detail=f"Evidence: {installed.why}.")
         return
     if facts.host.container:
         raise NotApplicable("inside a container the host provides the driver (see container.no_gpu_passthrough)")
@@ -158,8 +173,10 @@ def module_userspace_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if held:
         steps.append(FixStep(["apt-mark", "hold", *held], root=True, risk="safe",
                              note="keep unattended upgrades from doing this again"))
-    versions = (f"kernel module {d.kernel_module or '?'} ≠ user-space {d.userspace or '?'}"
-                if d.kernel_module or d.userspace else f"NVML says {d.nvml_error!r}")
+    versions = (f"kernel module {d.kernel_module} ≠ user-space {d.userspace}" if d.kernel_module and d.userspace
+                else f"kernel module {d.kernel_module}, user space of another version" if d.kernel_module
+                else f"user space {d.userspace}, a kernel module of another version loaded" if d.userspace
+                else f"NVML says {d.nvml_error!r}")
     yield finding(
         "driver.module_userspace_mismatch", "fail",
         f"Driver/library version mismatch: {versions}",

@@ -42,9 +42,14 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      + (f" (CUDA {pkg.cuda})" if pkg.cuda else ""), *evidence)
             continue
         static = bool(ctx.options.get("static"))
+        # No GPU and no driver seen, but a CUDA toolkit installed: someone meant this machine for GPU work.
+        # (A machine shown to have no NVIDIA GPU at all is not one: the CPU build is the right build there.)
+        no_gpu = beliefs.of(facts).no_nvidia_gpu.yes
+        intent = None if gpu_expected or no_gpu else _gpu_intent(facts)
         why = ("this image is checked as a GPU image (--static)" if static else "an NVIDIA GPU is attached"
                if gpu_present(facts) else "the NVIDIA driver is installed") if gpu_expected else \
-            "there is no NVIDIA GPU here either"
+            f"{intent}, though no NVIDIA GPU or driver was seen" if intent else \
+            "there is no NVIDIA GPU here either" if no_gpu else "no NVIDIA GPU was seen here either"
         fix = _cpu_only_fix(pkg.name, pkg.version, _torch_variant_for(facts, ctx, pkg.version))
         conda = ""
         if static and facts.env.get("CONDA_PREFIX"):
@@ -54,7 +59,7 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      f"before `conda install` ({CONDA_VIRTUAL}).")
             fix += conda
         yield finding(
-            "framework.cpu_only_build", "fail" if gpu_expected else "info",
+            "framework.cpu_only_build", "fail" if gpu_expected else "warn" if intent else "info",
             f"{label(pkg)} in {exe} is a CPU-only build",
             f"It cannot use a GPU, and {why}. PyTorch raises 'Torch not compiled with CUDA enabled'; TensorFlow "
             "and JAX silently run on the CPU. A plain `pip install torch` on some platforms, or an index URL "
@@ -63,6 +68,13 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
             fix=fix,
             intents=[ReinstallFramework(exe, pkg.name, pkg.version, reason="cpu_only")] if gpu_expected else [],
         )
+
+
+def _gpu_intent(facts: Facts) -> str | None:
+    """What shows that GPU work is meant here although no GPU or driver was seen: a CUDA toolkit (not a pip
+    wheel a framework pulled in)."""
+    tk = next((t for t in facts.toolkits if t.source != "pip" and (t.version or t.nvcc_version)), None)
+    return f"a CUDA toolkit ({tk.version or tk.nvcc_version}) is installed" if tk else None
 
 
 def _torch_variant_for(facts: Facts, ctx: Context, version: str | None) -> tuple[str, str] | None:
@@ -438,6 +450,18 @@ def cuda_unavailable(facts: Facts, ctx: Context) -> Iterator[Finding]:
         if b.libcuda.value == "stub":
             causes.append("the loader resolves the toolkit's stub libcuda (see loader.libcuda_stub)")
         said = f" It said: {deep.error!r}." if deep.error else ""
+        if not causes and not (drv or b.driver_cuda.value):
+            # A report cut short (or a driver line 'Could not collect') leaves the likeliest causes unknown:
+            # that is not "no cause is visible".
+            yield finding(
+                "framework.cuda_unavailable", "warn",
+                f"{label(p)} is a CUDA build but sees no GPU; the driver version is unknown",
+                f"{label(p)} in {exe} answered that CUDA is not available." + said + " The facts do not say which "
+                "NVIDIA driver version is installed, so a driver too old for its CUDA"
+                + (f" {p.cuda}" if p.cuda else "") + " (or a missing or unloaded one) is not ruled out.", evidence,
+                fix="Run `nvidia-smi` and `gpu-doctor check` on the machine itself: they show the driver and the "
+                    "CUDA version it supports.")
+            continue
         if causes:
             yield finding(
                 "framework.cuda_unavailable", "warn",

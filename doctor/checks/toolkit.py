@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok, probed
+from doctor.checks.compat import built_cudnn
+from doctor.matrix import Matrix, vtuple
 from doctor.model.facts import Facts, PyPackage
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.model.intents import OnlyIfWanted, ReinstallFramework
@@ -149,12 +151,11 @@ def cuda_home_invalid(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise Skip("the toolkit directories were not inspected here (a recorded report)")
     for var in set_vars:
         home = facts.env[var] or ""
-        tk = next((t for t in facts.toolkits if t.source == f"env:{var}"), None)
-        real = next((t for t in facts.toolkits if t.root.rstrip("/") == home.rstrip("/")), None)
+        t = beliefs.toolkit_named_by(facts, var)
         evidence = [ev(facts, f"env.{var}", home, "env")]
-        if tk or real:
-            t = tk or real
-            yield ok("toolkit.cuda_home_invalid", f"{var}={home} is CUDA {t.version if t else '?'}", *evidence)
+        if t:
+            yield ok("toolkit.cuda_home_invalid", f"{var}={home} is the toolkit at {t.root}"
+                     + (f" (CUDA {t.version})" if t.version else ""), *evidence)
             continue
         missing = any(e.probe == "toolkits" and var in e.reason and "does not exist" in e.reason
                       for e in facts.errors)
@@ -177,7 +178,7 @@ def multiple_conflicting(facts: Facts, ctx: Context) -> Iterator[Finding]:
     home_var = "CUDA_HOME" if facts.env.get("CUDA_HOME") else "CUDA_PATH" if facts.env.get("CUDA_PATH") else None
     if home_var:
         home = facts.env[home_var] or ""
-        tk = next((t for t in facts.toolkits if t.source == f"env:{home_var}"), None)
+        tk = beliefs.toolkit_named_by(facts, home_var)
         if tk and tk.version:
             claims.append((home_var, tk.version, ev(facts, f"env.{home_var}", f"{home} → CUDA {tk.version}")))
     cudart = facts.loader.libcudart
@@ -236,8 +237,23 @@ NEEDS_CUDNN = ("tensorflow", "tf-nightly", "jax", "jaxlib")
 def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if facts.cudnn:
         shown = ", ".join(f"{c.version} ({c.source}: {c.location})" for c in facts.cudnn[:3])
-        yield ok("cudnn.missing", f"cuDNN found: {shown}",
-                 *[Evidence(f"cudnn[{i}]", c.version, c.source) for i, c in enumerate(facts.cudnn)])
+        absent = list(_major_absent(facts, ctx))
+        for exe, p, built in absent:
+            major = vtuple(built)[0]
+            yield finding(
+                "cudnn.missing", "fail", f"{label(p)} needs cuDNN {major}, but only cuDNN {shown} is installed",
+                f"{label(p)} was built with cuDNN {built} and loads libcudnn.so.{major} by name; no cuDNN {major}.x "
+                "is installed, so it cannot use the GPU (TensorFlow logs 'Could not load dynamic library "
+                f"libcudnn.so.{major}'; JAX: 'Unable to load cuDNN').",
+                [*[Evidence(f"cudnn[{i}]", c.version, c.source) for i, c in enumerate(facts.cudnn)],
+                 Evidence("python_envs.packages", f"{label(p)} built with cuDNN {built}", exe)],
+                fix=f"Install cuDNN {major} for the framework's CUDA"
+                    + (f" (`pip install 'nvidia-cudnn-cu{(p.cuda or '12').split('.')[0]}=={major}.*'`)"
+                       if major >= 8 else "") + ", or reinstall the framework with its CUDA extra.",
+                intents=[ReinstallFramework(exe, p.name, p.version, reason="cudnn")])
+        if not absent:
+            yield ok("cudnn.missing", f"cuDNN found: {shown}",
+                     *[Evidence(f"cudnn[{i}]", c.version, c.source) for i, c in enumerate(facts.cudnn)])
         return
     owners = [(e, p) for e, p in frameworks(facts) if p.name in NEEDS_CUDNN and p.cpu_only is False]
     needy = [p for _e, p in owners]
@@ -263,6 +279,23 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
                for major in sorted({(p.cuda or "12").split(".")[0] for p in needy})],
         intents=[ReinstallFramework(e, p.name, p.version, reason="cudnn") for e, p in owners],
     )
+
+
+def _major_absent(facts: Facts, ctx: Context) -> Iterator[tuple[str, PyPackage, str]]:
+    """(interpreter, framework, the cuDNN it was built with) for each TensorFlow/JAX CUDA build whose cuDNN
+    major is not among the cuDNN versions installed. A major is looked for by name (libcudnn.so.8), so an
+    installed cuDNN of another major is as good as none."""
+    if not isinstance(ctx.matrix, Matrix):
+        return
+    majors = {vtuple(c.version)[0] for c in facts.cudnn if c.version and vtuple(c.version)}
+    if not majors:
+        return
+    for exe, p in frameworks(facts):
+        if p.name not in NEEDS_CUDNN or p.cpu_only is not False:
+            continue
+        built, _rule = built_cudnn(ctx.matrix, p)
+        if built and vtuple(built) and vtuple(built)[0] not in majors:
+            yield exe, p, built
 
 
 CHECKS = [toolkit_missing, cuda_home_invalid, multiple_conflicting, path_not_set]

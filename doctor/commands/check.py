@@ -21,8 +21,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                          help="text (default; for people), json (schema gpu-doctor.report/v1), junit (each check a "
                          "test case, for CI), markdown (for an issue; facts in a collapsible block), github (GitHub "
                          "Actions annotations), prometheus (metrics gpu_doctor_*), nfd (Node Feature Discovery labels)")
-        out.add_argument("--output", metavar="PATH", help="write the report to PATH atomically instead of standard "
-                         "output (node_exporter's textfile directory for prometheus, NFD's features.d for nfd)")
+        out.add_argument("--output", metavar="PATH", help="write the report to PATH instead of standard output: "
+                         "atomically over a regular file (node_exporter's textfile directory for prometheus, NFD's "
+                         "features.d for nfd), through a character device or a FIFO with a reader; a symlink is "
+                         "followed, a block device, socket or unread FIFO refused")
         out.add_argument("--json", action="store_true", help="the same as --format json")
         out.add_argument("-v", "--verbose", action="store_true",
                          help="show the evidence and source under each line, checks that did not run, probe errors")
@@ -179,7 +181,11 @@ def facts_from_collect_env(path: str) -> Any:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    import time
+
     from doctor.checks import REGISTRY, by_id
+
+    started = time.monotonic()  # JUnit's `time`: how long the check took, collection included
 
     if args.list_checks:
         sys.stdout.write(list_checks(REGISTRY))
@@ -224,10 +230,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     report = pipeline.check(facts, matrix, checks=selected, static=args.static,  # type: ignore[arg-type]
                             requirements=requirements, image=image)
     fmt = "json" if args.json else (args.format or "text")
+    elapsed = time.monotonic() - started
     if getattr(args, "output", None):
-        write_report(report, fmt, args.output, strict=args.strict)
+        write_report(report, fmt, args.output, strict=args.strict, elapsed=elapsed)
     else:
-        sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict))
+        sys.stdout.write(render_report(report, fmt, verbose=args.verbose, strict=args.strict, elapsed=elapsed))
     if report.status == "fail" or (args.strict and report.status == "warn"):
         return EXIT_FAIL
     if report.status == "unknown":
@@ -280,23 +287,34 @@ def dockerfile_image(args: argparse.Namespace) -> Any:
         raise UsageError(f"--dockerfile {exc}") from None
 
 
-def write_report(report: Any, fmt: str, path: str, strict: bool = False) -> None:
-    """--output: the report written atomically (a temporary dot-file renamed over PATH), as the
-    node_exporter textfile collector and NFD's features.d readers need."""
+def write_report(report: Any, fmt: str, path: str, strict: bool = False, elapsed: float | None = None) -> None:
+    """--output: the report written as :func:`doctor.render.files.write_output` writes (atomically over a
+    regular file, as node_exporter's textfile collector and NFD's features.d need; through a device or
+    FIFO, never renamed over it)."""
     from doctor import pipeline
     from doctor.render.files import OutputError
 
     try:
-        pipeline.write(report, fmt, path, strict=strict)
+        pipeline.write(report, fmt, path, strict=strict, **_render_options(elapsed))
     except OutputError as exc:
         raise UsageError(f"--output {exc}") from None
-    print(f"gpu-doctor: wrote {path}", file=sys.stderr)
+    if path != "-":
+        print(f"gpu-doctor: wrote {path}", file=sys.stderr)
 
 
-def render_report(report: Any, fmt: str, verbose: bool = False, strict: bool = False) -> str:
+def render_report(report: Any, fmt: str, verbose: bool = False, strict: bool = False,
+                  elapsed: float | None = None) -> str:
     from doctor import pipeline
 
-    return pipeline.render(report, fmt, verbose=verbose, strict=strict)
+    return pipeline.render(report, fmt, verbose=verbose, strict=strict, **_render_options(elapsed))
+
+
+def _render_options(elapsed: float | None) -> dict[str, Any]:
+    """What a renderer cannot know from the report: how long the check took (JUnit's time), and the GitHub
+    Actions checkout the annotated paths are relative to."""
+    import os
+
+    return {"elapsed": elapsed, "workspace": os.environ.get("GITHUB_WORKSPACE") or None}
 
 
 def _requirements(specs: list[str]) -> list[Any]:
@@ -353,10 +371,12 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         raise RuntimeError(f"snapshot does not match its schema: {problems[0]}")
     text = facts.to_json()
     if args.output:
+        from doctor.render.files import OutputError, write_output
+
         try:
-            Path(args.output).write_text(text, encoding="utf-8", errors="backslashreplace")
-        except OSError as exc:
-            raise UsageError(f"-o {args.output}: {exc.strerror or exc}") from None
+            write_output(args.output, text)
+        except OutputError as exc:
+            raise UsageError(f"-o {exc}") from None
         print(f"gpu-doctor: wrote {args.output} ({len(text)} bytes)", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -6,7 +6,6 @@ import argparse
 import json
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
 from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
@@ -64,13 +63,12 @@ def _write(args: argparse.Namespace, text: str, executable: bool = False) -> Non
     if not args.output:
         sys.stdout.write(text)
         return
-    try:
-        path = Path(args.output)
-        path.write_text(text, encoding="utf-8", errors="backslashreplace")  # as on stdout: never a crash
-        if executable:
-            path.chmod(0o755)
-    except OSError as exc:
-        raise UsageError(f"-o {args.output}: {exc.strerror or exc}") from None
+    from doctor.render.files import OutputError, write_output
+
+    try:  # as --output: never renamed over a device or FIFO, never chmod-ed one (a regular file: atomically)
+        write_output(args.output, text, mode=0o755 if executable else 0o644)
+    except OutputError as exc:
+        raise UsageError(f"-o {exc}") from None
     print(f"gpu-doctor: wrote {args.output} ({len(text)} bytes)", file=sys.stderr)
 
 

@@ -43,8 +43,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     out.add_argument("--format", choices=("text", "json", "markdown", "prometheus"), default="text",
                      help="text (default), json, markdown (for an issue or a wiki page), or prometheus (metrics "
                      "gpu_doctor_node_*, one series per node)")
-    p.add_argument("--output", metavar="PATH", help="write to PATH atomically instead of standard output (for "
-                   "prometheus: a node_exporter textfile-collector file)")
+    p.add_argument("--output", metavar="PATH", help="write to PATH instead of standard output: atomically over a "
+                   "regular file (for prometheus: a node_exporter textfile-collector file), through a character "
+                   "device or a FIFO with a reader; a symlink is followed, a block device, socket or unread FIFO "
+                   "refused")
     p.add_argument("--strict", action="store_true", help="exit 1 on warnings and outliers too")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                    help=f"processes reading the files (default: one per CPU from {PARALLEL_MIN} files on)")
@@ -52,7 +54,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 def _write(fleet: Fleet, fmt: str, output: str | None) -> None:
     """--format prometheus and --output: prometheus_client's exposition, or any format, written atomically."""
-    from doctor.render.files import OutputError, write_atomic
+    from doctor.render.files import OutputError, write_output
 
     try:
         if fmt == "prometheus":
@@ -65,10 +67,10 @@ def _write(fleet: Fleet, fmt: str, output: str | None) -> None:
         else:
             text = json.dumps(fleet.to_dict(), indent=2) + "\n" if fmt == "json" else (
                 render_markdown(fleet) if fmt == "markdown" else render_text(fleet, colour=False))
-            write_atomic(output or "-", text)
+            write_output(output or "-", text)
     except OutputError as exc:
         raise UsageError(f"--output {exc}") from None
-    if output:
+    if output and output != "-":
         print(f"gpu-doctor: wrote {output}", file=sys.stderr)
 
 
@@ -128,7 +130,12 @@ def node_name(file: str) -> str:
 
 
 def read_files(files: list[str], jobs: int = 0) -> list[Node | FileError]:
-    """Read every file, in the order given; a process per CPU for large fleets (``jobs`` 0: automatic)."""
+    """Read every file, in the order given; a process per CPU for large fleets (``jobs`` 0: automatic).
+
+    The workers never outlive the doctor: each asks the kernel to kill it when its parent dies (so after a
+    ``kill -9`` of the doctor no worker keeps the caller's standard output open, and ``$(gpu-doctor fleet …)``
+    or a CI log pipe ends), and on SIGINT / SIGTERM / SIGHUP — or any other way out of the pool — the doctor
+    kills the workers before it leaves, instead of waiting for the chunks they are reading."""
     if jobs == 0:
         jobs = (os.cpu_count() or 1) if len(files) >= PARALLEL_MIN else 1
     jobs = min(jobs, len(files) or 1)
@@ -137,18 +144,62 @@ def read_files(files: list[str], jobs: int = 0) -> list[Node | FileError]:
     import threading
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
-    from multiprocessing import get_all_start_methods, get_context
+    from multiprocessing import active_children, get_all_start_methods, get_context
 
     size = -(-len(files) // (jobs * 2))  # two chunks per worker evens out a slow disk or a few snapshots
     chunks = [files[i:i + size] for i in range(0, len(files), size)]
     # fork is the cheapest start and re-imports nothing, but is unsafe once the process has threads;
     # forkserver then, whose workers re-import the main module (which fails under `python -`).
     method = "fork" if threading.active_count() == 1 and "fork" in get_all_start_methods() else "forkserver"
+    before = {p.pid for p in active_children()}
     try:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context(method)) as pool:
-            return [r for part in pool.map(read_chunk, chunks) for r in part]
+        # A forkserver's workers are the server's children, not ours: the parent check is for fork only.
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context(method), initializer=_worker_start,
+                                   initargs=(os.getpid() if method == "fork" else None,))
+    except OSError:
+        return read_chunk(files)
+    done = False
+    try:
+        out = [r for part in pool.map(read_chunk, chunks) for r in part]
+        done = True
+        return out
     except (BrokenProcessPool, OSError):  # no workers here: one process reads the same, only slower
         return read_chunk(files)
+    finally:
+        if not done:  # a signal, an error, a broken pool: the workers go now, whatever they were reading
+            for p in active_children():
+                if p.pid not in before:
+                    p.kill()
+        pool.shutdown(wait=done, cancel_futures=True)
+
+
+def _worker_start(parent: int | None) -> None:
+    """In each worker: die with the parent, and leave signals to it."""
+    import signal
+
+    # A Ctrl-C on the terminal reaches the whole process group: the doctor decides, and kills the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+    _die_with_parent()
+    if parent is not None and os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _die_with_parent() -> None:
+    """prctl(PR_SET_PDEATHSIG, SIGKILL) on Linux: the kernel kills this process when its parent exits."""
+    import ctypes
+    import signal
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG (linux/prctl.h)
+    except (OSError, AttributeError):
+        pass
 
 
 def read_chunk(files: list[str]) -> list[Node | FileError]:

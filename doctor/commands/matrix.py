@@ -27,18 +27,24 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print the plan as JSON")
         return
     p.description = ("Answer from the bundled compatibility matrix (compat/), offline: what a driver runs, what a "
-                     "GPU needs, what a CUDA version brings. `matrix refresh` is the one command that downloads "
-                     "(framework rows from PyPI, into your cache).")
-    msub = p.add_subparsers(dest="what", metavar="QUESTION", required=True)
+                     "GPU needs, what a CUDA version brings; alone, how current the bundled data is (the newest "
+                     "CUDA, driver branch and cuDNN it knows, and what a refresh has seen since). `matrix refresh` "
+                     "is the one command that downloads (framework rows from PyPI, NVIDIA's release manifests, into "
+                     "your cache).")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    msub = p.add_subparsers(dest="what", metavar="QUESTION", required=False)
     for what, arg, text in (("driver", "VERSION", "the CUDA runtimes and newest framework builds a driver runs"),
                             ("gpu", "NAME", "compute capability, drivers, toolkits and builds for a GPU"),
                             ("cuda", "VERSION", "minimum driver, cuDNN versions and framework builds for a CUDA")):
         q = msub.add_parser(what, help=text, description=text)
         q.add_argument("value", metavar=arg)
         q.add_argument("--json", action="store_true", help="print the answer as JSON")
-    ref = msub.add_parser("refresh", help="download the PyPI-derived framework rows into the user cache",
-                          description="Fetch framework rows (torch, tensorflow[and-cuda], jax plugins) from PyPI "
-                          "with timeouts and ETag caching into the user cache; on failure keep the bundled matrix.")
+    ref = msub.add_parser("refresh", help="download the PyPI-derived framework rows and NVIDIA's newest releases "
+                          "into the user cache",
+                          description="Fetch framework rows (torch, tensorflow[and-cuda], jax plugins) from PyPI, and "
+                          "the newest CUDA / driver / cuDNN releases from NVIDIA's redistrib manifests and PyPI's "
+                          "nvidia-* wheels, with timeouts and ETag caching into the user cache; on failure keep "
+                          "the bundled matrix.")
     ref.add_argument("--json", action="store_true", help="print the outcome as JSON")
     ref.add_argument("--timeout", type=positive_seconds, default=10.0, metavar="SEC",
                      help="network timeout (default 10)")
@@ -65,13 +71,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     from doctor import queries
 
     if args.what == "refresh":
-        from doctor.refresh import refresh
-
-        result = refresh(timeout=args.timeout)
-        _print(result.__dict__ | {"path": str(result.path) if getattr(result, "path", None) else None},
-               args.json, [result.message])
-        return EXIT_OK if result.ok else EXIT_FAIL
+        return _refresh(args)
     m = _matrix()
+    if args.what is None:
+        return _status(m, args.json)
     try:
         answer = {"driver": queries.query_driver, "gpu": queries.query_gpu, "cuda": queries.query_cuda}[args.what](
             m, args.value)
@@ -84,8 +87,65 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     lines.append(f"  data reviewed: {m.oldest_review or 'unknown'} (oldest file) to {m.reviewed or 'unknown'}")
     if answer["stale_warning"]:
         lines.append(f"  warning: {answer['stale_warning']}")
+    answer["newer_releases_seen"] = _behind(m)
+    lines += [f"  warning: {line}" for line in answer["newer_releases_seen"]]
     _print(answer, args.json, lines)
     return EXIT_OK
+
+
+def _behind(m: Any) -> list[str]:
+    """What the last `matrix refresh` saw that the bundled data lacks (read from the cache; offline)."""
+    from doctor.redist import behind, load_seen
+
+    cached = load_seen()
+    if not cached:
+        return []
+    when = cached["fetched_at"][:10]
+    return [f"{line} (refresh of {when}): upgrade gpu-doctor" for line in behind(m, cached["seen"])]
+
+
+def _status(m: Any, as_json: bool) -> int:
+    from doctor.redist import bundled_newest, load_seen
+
+    newest = bundled_newest(m)
+    cached = load_seen()
+    data = {"matrix": m.describe(), "reviewed": m.oldest_review, "newest": newest,
+            "refreshed_at": cached["fetched_at"] if cached else None,
+            "seen": cached["seen"] if cached else {}, "newer_releases_seen": _behind(m),
+            "stale_warning": m.staleness()}
+    lines = [f"Compatibility data  ({m.describe()})",
+             f"  newest known: CUDA {newest['cuda'] or '?'}, driver branch R{newest['driver_branch'] or '?'}, "
+             f"cuDNN {newest['cudnn'] or '?'}",
+             f"  data reviewed: {m.oldest_review or 'unknown'} (oldest file) to {m.reviewed or 'unknown'}"]
+    if cached:
+        seen = ", ".join(f"{k.replace('_', ' ')} {v['version']}" for k, v in sorted(cached["seen"].items()))
+        lines.append(f"  last refresh: {cached['fetched_at']} saw {seen or 'nothing'}")
+    else:
+        lines.append("  never refreshed on this machine (`gpu-doctor matrix refresh` checks NVIDIA and PyPI)")
+    if data["stale_warning"]:
+        lines.append(f"  warning: {data['stale_warning']}")
+    lines += [f"  warning: {line}" for line in data["newer_releases_seen"]]
+    _print(data, as_json, lines)
+    return EXIT_OK
+
+
+def _refresh(args: argparse.Namespace) -> int:
+    import requests
+
+    from doctor.matrix import bundled
+    from doctor.redist import refresh as nvidia_refresh
+    from doctor.refresh import default_cache_dir, refresh
+
+    result = refresh(timeout=args.timeout)
+    with requests.Session() as session:
+        try:
+            nv_ok, nv_line = nvidia_refresh(session, args.timeout, default_cache_dir(), bundled())
+        except OSError as exc:
+            nv_ok, nv_line = False, f"NVIDIA releases: cache not writable: {exc.strerror or exc}"
+    _print(result.__dict__ | {"path": str(result.path) if getattr(result, "path", None) else None,
+                              "nvidia": {"ok": nv_ok, "message": nv_line}},
+           args.json, [result.message, nv_line])
+    return EXIT_OK if result.ok or nv_ok else EXIT_FAIL
 
 
 def _driver_text(a: dict[str, Any]) -> list[str]:
@@ -136,7 +196,9 @@ def _gpu_text(a: dict[str, Any]) -> list[str]:
 def _cuda_text(a: dict[str, Any]) -> list[str]:
     lines = [f"CUDA {a['cuda']}  ({a['matrix']})"]
     for r in a["releases"]:
-        lines.append(f"  {r['label'] or r['version']}: Linux driver ≥ {r['linux_min_driver'] or '?'}"
+        floor = r["linux_min_driver"] or (f"R{r['driver_branch']} (branch; no per-release minimum)"
+                                          if r.get("driver_branch") else "?")
+        lines.append(f"  {r['label'] or r['version']}: Linux driver ≥ {floor}"
                      + (f", Windows ≥ {r['windows_min_driver']}" if r.get("windows_min_driver") else ""))
     if a["minor_version_compat_floor"]:
         lines.append(f"  by minor-version compatibility: any driver ≥ {a['minor_version_compat_floor']}")

@@ -219,7 +219,8 @@ def _report(name: str, args: argparse.Namespace, events: Any) -> int:
     outcome = last_outcome(events, StderrProgress(quiet=args.quiet))
     # The facts go into the report so it is the same document as `check --json`; they are collected after
     # the test, so a GPU the test broke shows as broken. What the test measured is recorded in them.
-    facts = with_active(collect(Host(timeout=5.0)), outcome)
+    # The header names the interpreter(s) the test ran in: the --python given, not the default one.
+    facts = with_active(collect(Host(timeout=5.0), list(getattr(args, "python", None) or []) or None), outcome)
     report = active_report(facts)
     if getattr(args, "snapshot", None):
         _write_snapshot(args.snapshot, facts)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from types import FrameType
+from typing import Any
 
 from doctor.cli import EXIT_OK, UsageError
 from doctor.commands.check import add_probe_options
@@ -45,7 +47,7 @@ def run(name: str, args: argparse.Namespace) -> int:
 
     app = DoctorApp(sources, index=index, gpu_sampler=sampler)
     end_on_hangup(app)
-    app.run()
+    run_app(app)
     if app.return_code == HANGUP_EXIT or terminal_hung_up():
         from doctor.cli import detach_from_terminal
 
@@ -75,7 +77,7 @@ def end_on_hangup(app: object, grace: float = 2.0) -> None:
         while not terminal_hung_up(None):  # blocks in poll() until the terminal goes away
             pass
         children.stop()
-        exit_app = getattr(app, "exit", None)
+        exit_app = getattr(app, "exit_when_shown", None) or getattr(app, "exit", None)
         call = getattr(app, "call_from_thread", None)
         if exit_app is not None and call is not None:
             threading.Thread(target=lambda: _quietly(call, exit_app, HANGUP_EXIT), daemon=True).start()
@@ -117,6 +119,49 @@ def _quietly(call: object, *args: object) -> None:
 
     with contextlib.suppress(Exception):
         call(*args)  # type: ignore[operator]
+
+
+def run_app(app: Any) -> None:
+    """``app.run()``, where SIGINT, SIGTERM and SIGHUP end the app through Textual's own exit.
+
+    The CLI's handlers (doctor.children) raise in whatever frame the main thread is in; inside the app that is
+    the middle of asyncio's event loop, whose tasks then die mid-step and are printed as tracebacks. Here the
+    handler kills the child processes as before, then asks the running loop to exit the app, and the signal is
+    raised once the loop is gone, so the CLI leaves with its one line and 128 + the signal. Before the loop
+    runs (or after it), the handler raises as the CLI's own. A signal the caller ignores (nohup) stays ignored.
+    """
+    import asyncio
+    import functools
+    import signal
+
+    from doctor import children
+
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        children.stop()
+        received.append(signum)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: nothing of asyncio's to break
+            app.exit_when_shown(128 + signum)  # in case this exception goes astray (see raise_if_signalled)
+            raise children.signal_exception(signum) from None
+        loop.call_soon_threadsafe(app.exit_when_shown, 128 + signum)
+        # an app that never shows its first frame still ends (then Textual may print what it was composing)
+        loop.call_soon_threadsafe(loop.call_later, 3.0, functools.partial(app.exit, return_code=128 + signum))
+
+    previous = {}
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is children.on_signal:
+            previous[sig] = signal.signal(sig, on_signal)
+    try:
+        children.raise_if_signalled()  # one that came during the imports and went astray: no app at all
+        app.run()
+    finally:
+        children.restore(previous)
+    if received:
+        raise children.signal_exception(received[0])
 
 
 def demo_sources(args: argparse.Namespace) -> tuple[list, int, None]:

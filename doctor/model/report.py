@@ -13,6 +13,9 @@ REPORT_SCHEMA = "gpu-doctor.report/v1"
 # A machine is called ready only when a check about the driver, the GPUs, the frameworks or an active test
 # concluded something; these areas alone (what is installed beside them) are not enough.
 CONTEXT_AREAS = ("CUDA toolkit", "cuDNN", "Environment", "Requirements")
+# Findings that judge nothing GPU-related: a CPU-only build on a machine where no GPU was seen is consistent,
+# but says nothing about whether GPU work would run ("ready" needs evidence about a driver, a GPU or a GPU build).
+NOT_GPU_EVIDENCE = (("framework.cpu_only_build", "info"),)
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,8 @@ class Report:
     def has_evidence(self) -> bool:
         """A verdict needs evidence: some check about the driver, the GPUs or the frameworks concluded
         something (ok, info, warn or fail). A report that says nothing is not "ready"."""
-        return any(f.area not in CONTEXT_AREAS and f.code != "doctor.check_crashed" for f in self.findings) \
+        return any(f.area not in CONTEXT_AREAS and f.code != "doctor.check_crashed"
+                   and (f.code, f.severity) not in NOT_GPU_EVIDENCE for f in self.findings) \
             or self.mode == "static"
 
     @property

@@ -45,6 +45,9 @@ def probe_toolkits(host: Host, rec: Recorder, nvcc_cache: dict[str, str | None])
     seen: dict[str, Toolkit] = {}
     for root, source in toolkit_roots(host):
         real = host.realpath(root)
+        if real in seen and source.startswith("env:"):
+            # CUDA_HOME naming a toolkit another candidate found first: record that it is that toolkit
+            rec.source(f"toolkits.{source}", f"realpath:{real}")
         if real in seen or not host.is_dir(root):
             if not host.is_dir(root) and source.startswith("env:"):
                 rec.error("toolkits", f"{source.split(':')[1]}={root} does not exist")

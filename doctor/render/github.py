@@ -1,12 +1,17 @@
 """GitHub Actions workflow commands: one `::error` / `::warning` / `::notice` line per finding, with
 ``file=`` and ``line=`` where the finding points at a file (check --dockerfile), so a CI step annotates
-the Dockerfile line in the pull request. Values are escaped as the workflow-command syntax requires."""
+the Dockerfile line in the pull request. GitHub places an annotation by the file's path in the
+repository: a path is written relative to ``$GITHUB_WORKSPACE`` (the checkout) when it lies inside it.
+Failing and warning findings are errors and warnings; an information finding becomes a notice only when
+it points at a line (the minimum host driver an image needs, a RUN line whose effect is unknown).
+Values are escaped as the workflow-command syntax requires."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from doctor.safeio import display, small_int
+from doctor.render.locations import location, relative
+from doctor.safeio import display
 
 LEVEL = {"fail": "error", "warn": "warning", "info": "notice"}
 
@@ -20,31 +25,20 @@ def _prop(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def location(finding: Any) -> tuple[str, int] | None:
-    """(file, line) from the finding's ``dockerfile`` evidence (``path:line``), if any."""
-    for e in finding.evidence:
-        if e.fact == "dockerfile" and isinstance(e.value, str) and ":" in e.value:
-            path, _, line = e.value.rpartition(":")
-            if small_int(line) is not None:
-                return path, int(line)
-    return None
-
-
-def render(report: Any, strict: bool = False) -> str:
+def render(report: Any, strict: bool = False, workspace: str | None = None, cwd: str | None = None) -> str:
     lines = []
     for f in report.findings:
         level = LEVEL.get(f.severity)
-        if level is None or (f.severity == "info" and f.code != "image.min_host_driver"):
+        where = location(f)
+        if level is None or (f.severity == "info" and where is None):
             continue
         if strict and level == "warning":
             level = "error"
-        where = location(f)
         title = f.title
         props = []
         if where:
-            props += [f"file={_prop(where[0])}", f"line={where[1]}"]
-            prefix = f"{where[0]}:{where[1]}: "
-            title = title.removeprefix(prefix)
+            props += [f"file={_prop(relative(where[0], workspace, cwd))}", f"line={where[1]}"]
+            title = title.removeprefix(f"{where[0]}:{where[1]}: ")
         props.append(f"title={_prop(f.code)}")
         body = [title]
         if f.detail and f.severity in ("fail", "warn"):

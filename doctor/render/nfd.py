@@ -16,9 +16,16 @@ Labels (``feature.node.kubernetes.io/`` +):
   gpu-doctor.failing=<area>         the first failing area (driver, gpus, cuda-toolkit, cudnn, frameworks, …)
   gpu-doctor.failing.<area>=true    one per failing area
   gpu-doctor.driver=<version>       the driver's version
-  gpu-doctor.cuda=<X.Y>             the CUDA version the driver runs (its CUDA driver API; else, by the
-                                    matrix, the newest CUDA its version runs natively)
+  gpu-doctor.cuda=<X.Y>             the CUDA version the driver runs (the driver check's ``driver.runs_cuda``
+                                    evidence: libcuda's word, else the newest CUDA the matrix gives the version)
   gpu-doctor.gpus=<n>               GPUs visible
+and, for node affinity's ``Gt`` / ``Lt`` operators (which read a label value as an integer, so "12.4"
+cannot be compared), each version's parts as plain integers:
+  gpu-doctor.driver.major=<n>, gpu-doctor.driver.minor=<n>      535 and 104 for driver 535.104.05
+  gpu-doctor.cuda.major=<n>, gpu-doctor.cuda.minor=<n>          12 and 2 for CUDA 12.2
+  gpu-doctor.compute.major=<n>, gpu-doctor.compute.minor=<n>    the lowest compute capability of the node's
+                                                                GPUs (a pod may land on any of them)
+The renderer reads the report and its beliefs only, never the matrix.
 """
 
 from __future__ import annotations
@@ -50,7 +57,6 @@ def slug(area: str) -> str:
 
 def labels(report: Any) -> dict[str, str]:
     """The label names (without the namespace) and values for a report; invalid values are left out."""
-    d = report.facts.driver
     failing = []
     for f in report.findings:
         if f.severity == "fail" and slug(f.area) not in failing:
@@ -61,30 +67,58 @@ def labels(report: Any) -> dict[str, str]:
         out["gpu-doctor.failing"] = failing[0]
         for area in failing:
             out[f"gpu-doctor.failing.{area}"] = "true"
-    version = d.kernel_module or d.userspace
-    if version:
+    from doctor import beliefs
+
+    b = beliefs.of(report.facts)
+    version = b.driver_version.value
+    if isinstance(version, str) and version:
         out["gpu-doctor.driver"] = version
+        out.update(_parts("gpu-doctor.driver", version))
     cuda = driver_cuda(report)
     if cuda:
         out["gpu-doctor.cuda"] = cuda
-    out["gpu-doctor.gpus"] = str(len([g for g in report.facts.gpus if g.source != "pci"]))
+        out.update(_parts("gpu-doctor.cuda", cuda))
+    gpus = [g for g in report.facts.gpus if g.source != "pci"]
+    out["gpu-doctor.gpus"] = str(len(gpus))
+    capabilities = [p for p in (_numbers(g.compute_capability) for g in gpus) if len(p) >= 2]
+    if capabilities and len(capabilities) == len(gpus):  # one GPU of unknown capability: no floor to state
+        low = min(capabilities)
+        out["gpu-doctor.compute.major"], out["gpu-doctor.compute.minor"] = str(low[0]), str(low[1])
     return {k: v for k, v in out.items() if valid_name(k) and valid_value(v)}
 
 
-def driver_cuda(report: Any) -> str | None:
-    """The CUDA version the driver runs: its CUDA driver API (libcuda), what nvidia-smi printed, else the
-    newest CUDA the matrix says this driver version runs natively (the DaemonSet reads files only)."""
-    d = report.facts.driver
-    known = d.cuda_driver_api or getattr(d, "smi_cuda_version", None)
-    if known:
-        return str(known)
-    version = d.kernel_module or d.userspace
-    if not version:
-        return None
-    from doctor.matrix import current, major_minor
+def _numbers(version: Any) -> tuple[int, ...]:
+    """The leading dot-separated ASCII integers of a version ("535.104.05" → (535, 104, 5)); () when none."""
+    from doctor.safeio import small_int
 
-    row = current().newest_cuda_for_driver(version)
-    return major_minor(row.get("version")) if row else None
+    out: list[int] = []
+    for piece in (version if isinstance(version, str) else "").split("."):
+        n = small_int(piece)
+        if n is None:
+            break
+        out.append(n)
+    return tuple(out)
+
+
+def _parts(name: str, version: str) -> dict[str, str]:
+    parts = _numbers(version)
+    if len(parts) < 2:
+        return {}
+    return {f"{name}.major": str(parts[0]), f"{name}.minor": str(parts[1])}
+
+
+def driver_cuda(report: Any) -> str | None:
+    """The CUDA version the driver runs, as the report states it: the ``driver.runs_cuda`` evidence of the
+    driver check (libcuda's or nvidia-smi's word, else the matrix's for this driver version), else the
+    beliefs' driver CUDA."""
+    for f in report.findings:
+        for e in f.evidence:
+            if e.fact == "driver.runs_cuda" and isinstance(e.value, str) and e.value:
+                return e.value
+    from doctor import beliefs
+
+    known = beliefs.of(report.facts).driver_cuda.value
+    return str(known) if known else None
 
 
 def render(report: Any, now: float | None = None, expiry_seconds: int = EXPIRY_SECONDS) -> str:

@@ -106,6 +106,8 @@ class DoctorApp(App[None]):
         self.running_test: str | None = None
         self.last_sample: GpuSample | None = None
         self._sampling = False
+        self._shown = False  # the first frame is on screen (Textual's Ready event)
+        self._exit_asked: int | None = None
         self.register_theme(MONO)
         if self.no_color:  # NO_COLOR: Textual also filters every colour out; the theme keeps contrast plain
             self.theme = MONO.name
@@ -135,15 +137,32 @@ class DoctorApp(App[None]):
     DETAIL_MIN = 44  # side by side, the detail keeps this many columns; the findings take the rest they need
 
     def on_resize(self, event: events.Resize) -> None:
-        self.query_one("#diagnosis-pane").set_class(event.size.width < self.NARROW, "narrow")
+        # query, not query_one: a resize can come before the panes are composed or while the app exits
+        self.query("#diagnosis-pane").set_class(event.size.width < self.NARROW, "narrow")
         self._fit_tree()
+
+    def on_ready(self) -> None:
+        self._shown = True
+        if self._exit_asked is not None:
+            self.exit(return_code=self._exit_asked)
+
+    def exit_when_shown(self, return_code: int) -> None:
+        """Exit now, or once the first frame is on screen: an exit while the layout is still being composed leaves
+        Textual's widgets half-mounted, and their errors printed on the terminal (a signal during start-up)."""
+        if self._shown:
+            self.exit(return_code=return_code)
+        elif self._exit_asked is None:
+            self._exit_asked = return_code
 
     def _fit_tree(self) -> None:
         """Side by side, the findings are as wide as their longest title needs, up to what leaves the detail
         DETAIL_MIN columns (never narrower than the stylesheet's half): titles end after their key words.
         The width is set only when it changes: a relayout while the cursor's node is scrolled into view would
         leave the scroll position to chance."""
-        tree = self.query_one(FindingsTree)
+        trees = self.query(FindingsTree)
+        if not trees:
+            return  # a resize before the panes are composed, or while the app exits
+        tree = trees.first()
         width = self.size.width
         want: int | None = None
         if width >= self.NARROW:
@@ -154,6 +173,8 @@ class DoctorApp(App[None]):
             tree.styles.width = want  # None: the stylesheet's width (stacked: the full width)
 
     def on_mount(self) -> None:
+        if not self.query("#diagnosis-pane"):  # exited before the layout was composed (a signal at start-up)
+            return
         self.query_one("#diagnosis-pane").set_class(self.size.width < self.NARROW, "narrow")
         if self.gpu_sampler is not None:
             self.set_interval(self.refresh_interval, self._tick_gpus)

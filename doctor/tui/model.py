@@ -139,7 +139,8 @@ def host_line(report: Report) -> str:
         parts.append(f"driver {d.kernel_module}")  # module and user space agree
     else:
         parts.append(f"module {d.kernel_module or 'not loaded'} / user space {d.userspace or 'none'}")
-    parts.append(f"CUDA API {d.cuda_driver_api or 'unknown'}")
+    parts.append(f"CUDA API {d.cuda_driver_api}" if d.cuda_driver_api else
+                 f"CUDA {d.smi_cuda_version} (nvidia-smi)" if d.smi_cuda_version else "CUDA API unknown")
     gpus = driver_gpus(f)
     if gpus:
         parts.append(f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
