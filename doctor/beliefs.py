@@ -20,11 +20,13 @@ Pure: facts in, beliefs out. Computed lazily and cached per snapshot object.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.model.facts import Facts, LibRef, Toolkit
 from doctor.model.findings import Evidence
+from doctor.model.report import live_probed as live_probed  # the one rule, in the model (renderers read it)
 from doctor.safeio import lazy_compile, small_int
 
 # --- the belief type ------------------------------------------------------------------------------
@@ -151,6 +153,29 @@ def derive(facts: Facts) -> Beliefs:
 # --- helpers --------------------------------------------------------------------------------------
 
 
+def driver_version(facts: Facts) -> str | None:
+    """The driver version: the loaded kernel module's, else the user-space libraries' (the one rule)."""
+    return of(facts).driver_version.value
+
+
+def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
+    """(who, cuda version, kind) for every CUDA runtime on the machine: toolkits and framework builds."""
+    out = [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
+           for t in facts.toolkits if t.version and t.source != "pip"]
+    # The pip nvidia-cuda-nvcc wheel is the ptxas XLA (jax[cuda12]) and Triton compile with: a compiler like a
+    # toolkit's, judged the same way (a ptxas newer than the driver's CUDA emits code the driver cannot load).
+    out += [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
+            for t in facts.toolkits if t.version and t.source == "pip" and t.nvcc_version]
+    for env in facts.python_envs:
+        for p in env.packages:
+            if p.cpu_only or not p.cuda:
+                continue
+            if p.name in ("torch", "tensorflow", "tf-nightly", "jaxlib", "jax") or p.name.startswith("cupy"):
+                cuda = p.cuda if "." in p.cuda else f"{p.cuda}.0"
+                out.append((f"{p.name} {p.version}" if p.version else p.name, cuda, "framework"))
+    return out
+
+
 def _ev(facts: Facts, path: str, value: Any) -> Evidence:
     return Evidence(path, value, facts.sources.get(path))
 
@@ -201,11 +226,6 @@ def windows_driver(facts: Facts) -> bool:
 
 def probed(facts: Facts, what: str) -> bool:
     return what in facts.sources
-
-
-def live_probed(facts: Facts, area: str) -> bool:
-    """This area was probed on the machine itself (not read from a pasted report)."""
-    return (facts.sources.get(area) or "").startswith("probes")
 
 
 # --- each belief ----------------------------------------------------------------------------------
@@ -414,8 +434,6 @@ def _libcuda(facts: Facts) -> Known:
 
 def norm_path(path: str | None) -> str:
     """A path compared by what it names: no trailing slash, no '//' or '/./' (symlinks need the probe)."""
-    import posixpath
-
     p = (path or "").strip()
     return posixpath.normpath(p) if p.startswith("/") else p.rstrip("/\\")
 

@@ -77,7 +77,8 @@ _REAPER = """trap '' HUP INT QUIT TERM
 groups=' '
 while IFS= read -r line; do
   case $line in
-    +[0-9]*) groups="$groups${line#+} " ;;
+    +[0-9]*) g=${line#+}
+      case $groups in *" $g "*) ;; *) groups="$groups$g " ;; esac ;;
     -[0-9]*) g=${line#-}
       case $groups in *" $g "*) groups="${groups%% $g *} ${groups#* $g }" ;; esac ;;
   esac
@@ -86,6 +87,18 @@ for g in $groups; do kill -KILL "-$g" 2>/dev/null; done
 """
 _reaper_fd: int | None = None
 _reaper_pid: int | None = None
+
+
+def prepare() -> None:
+    """Start the reaper now, in the background, when a command is sure to follow: its fork and exec then overlap
+    the imports before the first command instead of delaying it (:func:`start` waits for it if need be)."""
+    if _reaper_fd is None:
+        threading.Thread(target=_start_reaper_locked, name="gpu-doctor-reaper", daemon=True).start()
+
+
+def _start_reaper_locked() -> None:
+    with _lock:
+        _start_reaper()
 
 
 def _start_reaper() -> None:
@@ -97,7 +110,7 @@ def _start_reaper() -> None:
     read_end, write_end = os.pipe()
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", _REAPER], stdin=read_end, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+                                stderr=subprocess.DEVNULL, start_new_session=True, env={"PATH": os.defpath})
     except OSError:
         os.close(write_end)
         _reaper_fd = -1  # no shell here: do not try at every command
@@ -106,6 +119,15 @@ def _start_reaper() -> None:
         os.close(read_end)
     _reaper_fd, _reaper_pid = write_end, proc.pid
     proc.returncode = 0  # never waited for: it ends after the doctor; no ResourceWarning at exit
+
+
+def announce_child() -> None:  # pragma: no cover - runs in the forked child before exec
+    """Between fork and exec, in the child: its own group goes on the reaper's list before the command can start
+    anything (the parent's :func:`register` comes only after Popen returns, and a SIGKILL can fall in between).
+    The reaper's list holds each group once."""
+    if _reaper_fd is not None and _reaper_fd >= 0:
+        with contextlib.suppress(OSError):
+            os.write(_reaper_fd, b"+%d\n" % os.getpid())
 
 
 def _tell_reaper(line: str) -> None:

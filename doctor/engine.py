@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from doctor import beliefs
+from doctor.checks import REGISTRY
 from doctor.model.facts import Facts
 from doctor.model.findings import Finding
 from doctor.model.report import CheckResult, Report, collected_by_probes
@@ -17,8 +19,6 @@ def diagnose(facts: Facts, checks: list[Check] | None, ctx: Context) -> Report:
 
     The findings carry the checks' own fix text: the plan's (doctor.pipeline) replaces it."""
     if checks is None:
-        from doctor.checks import REGISTRY
-
         checks = REGISTRY
     findings: list[Finding] = []
     results: list[CheckResult] = []
@@ -28,8 +28,9 @@ def diagnose(facts: Facts, checks: list[Check] | None, ctx: Context) -> Report:
         results.append(CheckResult(chk.id, chk.area, chk.summary, status, reason))
     if not collected_by_probes(facts):
         results = [replace(r, reason=replayed_reason(r.reason)) if r.status == "skipped" else r for r in results]
-    matrix = ctx.matrix.describe() if hasattr(ctx.matrix, "describe") else None
-    return Report(facts=facts, findings=findings, checks=results, matrix=matrix)
+    matrix = ctx.matrix.describe() if ctx.matrix is not None else None
+    return Report(facts=facts, findings=findings, checks=results, matrix=matrix,
+                  driver_version=beliefs.of(facts).driver_version.value)
 
 
 # A skip reason that names where this machine's probes look: true of a probed machine, wrong for a report.

@@ -11,38 +11,20 @@ Pure: no probing, no printing. :func:`render_text` and :func:`to_dict` are the t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
+from doctor.errors import Cause, Signature, bounded, match
 from doctor.model.facts import Facts
+from doctor.model.severity import SEVERITY_RANK
 from doctor.safeio import lazy_compile, small_int
 
 EXPLAIN_SCHEMA = "gpu-doctor.explain/v1"
-MAX_TEXT = 1_000_000  # a pasted log longer than this keeps its head and tail: the error lines are there
 UNCHECKED = "unchecked."
 
 # How a cause stands on the machine, from its check's result.
 APPLIES, RULED_OUT, NOT_APPLICABLE, UNKNOWN, NOT_CHECKED = (
     "applies", "ruled_out", "not_applicable", "unknown", "not_checked")
-
-
-@dataclass(frozen=True)
-class Cause:
-    code: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Signature:
-    id: str
-    pattern: re.Pattern[str]
-    title: str
-    causes: tuple[Cause, ...]
-    fix: str
-    source: str
-    examples: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,54 +48,6 @@ class Explanation:
         return [c for c in self.causes if c.status == APPLIES]
 
 
-def bounded(text: str) -> str:
-    """At most MAX_TEXT characters: the head and the tail of a longer text (a traceback ends a log)."""
-    if len(text) <= MAX_TEXT:
-        return text
-    half = MAX_TEXT // 2
-    return text[:half] + "\n" + text[-half:]
-
-
-def signatures(rows: list[dict[str, Any]] | None = None) -> list[Signature]:
-    """The reviewed signatures, in file order; a row that does not compile is left out (the tests forbid it)."""
-    if rows is None:
-        return list(_bundled())
-    return [s for s in (_signature(r) for r in rows) if s is not None]
-
-
-@cache
-def _bundled() -> tuple[Signature, ...]:
-    from doctor.matrix import bundled
-
-    return tuple(signatures(bundled().rows("errors", "signature")))
-
-
-def _signature(row: dict[str, Any]) -> Signature | None:
-    try:
-        pattern = re.compile(str(row["pattern"]))
-        causes = tuple(Cause(str(c["code"]), str(c["text"])) for c in row.get("causes", []))
-        return Signature(id=str(row["id"]), pattern=pattern, title=str(row["title"]), causes=causes,
-                         fix=str(row.get("fix", "")), source=str(row.get("source", "")),
-                         examples=tuple(str(e) for e in row.get("examples", [])))
-    except (KeyError, TypeError, re.error):
-        return None
-
-
-def match(text: str, sigs: list[Signature] | None = None) -> list[tuple[Signature, str]]:
-    """Every signature found in the text with the line it matched, in the order the text shows them."""
-    text = bounded(text)
-    found = []
-    for order, sig in enumerate(sigs if sigs is not None else signatures()):
-        m = sig.pattern.search(text)
-        if m:
-            start = text.rfind("\n", 0, m.start()) + 1
-            end = text.find("\n", m.end())
-            line = text[start:end if end >= 0 else len(text)].strip()
-            found.append((m.start(), order, sig, line[:400]))
-    found.sort(key=lambda x: (x[0], x[1]))
-    return [(sig, line) for _pos, _order, sig, line in found]
-
-
 def explain(text: str, facts: Facts | None = None, sigs: list[Signature] | None = None,
             ctx: Any = None) -> list[Explanation]:
     """The signatures in the text, each cause judged on ``facts`` (None: listed, not judged)."""
@@ -133,9 +67,9 @@ def explain(text: str, facts: Facts | None = None, sigs: list[Signature] | None 
 # What an error message itself states about the machine is evidence (a report cut short is not):
 # torch's "driver on your system is too old (found version 11040)", XLA's "The NVIDIA driver's CUDA version is
 # 12.0", TensorFlow's "Ignoring visible gpu device (… name: X …) with Cuda compute capability 3.0".
-_TORCH_FOUND = re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d{4,6})\)")
-_XLA_DRIVER_CUDA = re.compile(r"The NVIDIA driver's CUDA version is (?P<v>\d{1,3}\.\d{1,3}) which is older")
-_TF_GPU_CC = re.compile(r"Ignoring (?:visible )?gpu device \((?:device: \d+, )?name: (?P<name>[^,\n]{1,80}),"
+_TORCH_FOUND = lazy_compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d{4,6})\)")
+_XLA_DRIVER_CUDA = lazy_compile(r"The NVIDIA driver's CUDA version is (?P<v>\d{1,3}\.\d{1,3}) which is older")
+_TF_GPU_CC = lazy_compile(r"Ignoring (?:visible )?gpu device \((?:device: \d+, )?name: (?P<name>[^,\n]{1,80}),"
                         r"[^)]{0,120}\)\s{0,20}with Cuda compute capability (?P<cc>\d{1,2}\.\d)")
 
 
@@ -168,13 +102,14 @@ def with_stated_facts(facts: Facts, text: str) -> Facts:
     return replace(facts, driver=d, gpus=gpus, sources=sources)
 
 
-# A library the loader could not open by its soname: libcudart.so.11.0, libcublas.so.12, cublas64_11.dll, libcudnn.so.8.
-_SONAME = re.compile(r"\b(?P<lib>(?:lib)?(?P<name>cudart|cublasLt|cublas|cudnn)(?:_\w{1,30})?)"
-                     r"(?:\.so\.(?P<so>\d{1,3})(?:\.\d{1,3})*|64_(?P<dll>\d{1,3})\d?\.dll)")
+# A library the loader could not open by its soname: libcudart.so.11.0, libcublas.so.12, cublas64_11.dll,
+# cudart64_110.dll (CUDA 11.0), cudnn64_8.dll. cuDNN's soname major is cuDNN's; the runtime's and cuBLAS's are the
+# CUDA major (libcublas.so.10 since CUDA 10.1).
+_SONAME = lazy_compile(r"\b(?P<lib>(?:lib)?(?P<name>cudart|cublasLt|cublas|cudnn)(?:_\w{1,30})?)"
+                     r"(?:\.so\.(?P<so>\d{1,3})(?:\.\d{1,3})*|64_(?P<dll>1\d|[2-9])\d?\.dll)")
 # Directories the loader searches without LD_LIBRARY_PATH (ld.so's defaults and the multiarch ld.so.conf entries).
 _DEFAULT_DIRS = frozenset({"/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
                            "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"})
-# cuDNN's soname major is cuDNN's; the runtime's and cuBLAS's are the CUDA major (libcublas.so.10 since CUDA 10.1).
 
 
 def _loader_path_notes(line: str, facts: Facts) -> list[str]:
@@ -223,7 +158,6 @@ def _run_checks(facts: Facts, codes: set[str], ctx: Any) -> dict[str, tuple[str,
     return out
 
 
-SEVERITY = {"fail": 3, "warn": 2, "info": 1, "ok": 0}
 
 
 def _verdict(cause: Cause, results: dict[str, tuple[str, str | None, list[Any]]], judged: bool) -> CauseVerdict:
@@ -234,7 +168,7 @@ def _verdict(cause: Cause, results: dict[str, tuple[str, str | None, list[Any]]]
     if cause.code not in results:
         return CauseVerdict(cause.code, cause.text, UNKNOWN, f"no check named {cause.code}")
     status, reason, findings = results[cause.code]
-    worst = max(findings, key=lambda f: SEVERITY.get(f.severity, 0), default=None)
+    worst = max(findings, key=lambda f: SEVERITY_RANK.get(f.severity, 0), default=None)
     finding = worst.to_dict() if worst is not None else None
     if status in ("fail", "warn"):
         return CauseVerdict(cause.code, cause.text, APPLIES, None, finding)

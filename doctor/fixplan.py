@@ -15,77 +15,34 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from doctor import beliefs
-from doctor.matrix import Matrix, branch, major_minor, vtuple
+from doctor.beliefs import runtimes, windows_driver
+from doctor.matrix import Matrix, branch, driver_runs_cuda, major_minor, vtuple
 from doctor.model import intents as it
 from doctor.model.facts import Facts, PythonEnv
 from doctor.model.findings import Finding, Fix, FixStep
-
-PLAN_SCHEMA = "gpu-doctor.fixplan/v1"
-
-# --- actions: what to change, independent of the package manager -------------------------------
-
-
-@dataclass(frozen=True)
-class Action:
-    @property
-    def kind(self) -> str:
-        return type(self).__name__
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"action": self.kind, **dataclasses.asdict(self)}
-
-
-@dataclass(frozen=True)
-class InstallDriver(Action):
-    branch: int
-    flavor: str  # open | proprietary
-    kernel: str | None = None  # the running kernel, whose headers DKMS needs
-    min_branch: int | None = None  # the oldest branch that would also do (minor-version compatibility)
-    server: bool = False  # a data-center GPU: distributions' -server driver flavour where they have one
-    max_branch: int | None = None  # the GPU architecture's last supported branch (legacy GPUs)
-    open_required: bool = False  # the architecture works only with the open kernel module (Blackwell)
-
-
-@dataclass(frozen=True)
-class InstallToolkit(Action):
-    cuda: str  # "12.4"
-
-
-@dataclass(frozen=True)
-class InstallCudnn(Action):
-    version: int  # cuDNN major (9)
-    cuda_major: int
-
-
-@dataclass(frozen=True)
-class InstallCudaCompat(Action):
-    package: str  # cuda-compat-12-4, from compat/cuda.toml [[forward_compat]]
-    cuda: str
-
-
-@dataclass(frozen=True)
-class InstallContainerToolkit(Action):
-    engine: str  # docker | containerd | podman | cri-o
-    install: bool = True  # False: installed, only the engine's configuration is missing
-
-
-@dataclass(frozen=True)
-class BlacklistNouveau(Action):
-    pass
-
-
-@dataclass(frozen=True)
-class LoadModule(Action):
-    module: str = "nvidia"
-
-
-@dataclass(frozen=True)
-class RebuildDkms(Action):
-    kernel: str
+from doctor.model.plan import (
+    Action,
+    BlacklistNouveau,
+    FixPlan,
+    HoldPackages,
+    InstallContainerToolkit,
+    InstallCudaCompat,
+    InstallCudnn,
+    InstallDriver,
+    InstallToolkit,
+    LoadModule,
+    Manual,
+    PipInstall,
+    PlanStep,
+    Reboot,
+    RebuildDkms,
+    ReinstallTorch,
+)
+from doctor.queries import QueryError, TorchNeeds, driver_floor, pick_torch
 
 
 def runnable(exe: str) -> str:
@@ -93,105 +50,6 @@ def runnable(exe: str) -> str:
     never named ("python (collect_env)") is no program — the user's own `python` is meant."""
     return exe if exe.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", exe) else "python"
 
-
-@dataclass(frozen=True)
-class ReinstallTorch(Action):
-    python: str
-    version: str
-    cuda: str
-    index_url: str
-    replace_cpu: bool = False
-    installed: str | None = None  # the version installed now (e.g. 2.5.1+cpu)
-    companions: list[str] = field(default_factory=list)  # torchvision==0.20.1 … installed beside it: same index
-
-
-@dataclass(frozen=True)
-class PipInstall(Action):
-    python: str
-    requirements: list[str]
-    uninstall: list[str] = field(default_factory=list)  # removed first (tensorflow-cpu)
-    conda: list[str] = field(default_factory=list)  # the conda-forge equivalent specs
-    done_when: list[str] = field(default_factory=list)  # "name==version" / "name": installed means done
-    cuda: str | None = None  # the CUDA the requirement brings (for conda's cuda-version)
-
-
-@dataclass(frozen=True)
-class HoldPackages(Action):
-    names: list[str]
-
-
-@dataclass(frozen=True)
-class PinDriverBranch(Action):
-    """Keep the package manager on one driver branch (apt preferences / dnf versionlock)."""
-
-    branch: int
-
-
-@dataclass(frozen=True)
-class Reboot(Action):
-    reason: str
-    always: bool = False  # False: only when the step changed something
-
-
-@dataclass(frozen=True)
-class Manual(Action):
-    """A remedy gpu-doctor will not automate: printed as comments, with the finding's own commands."""
-
-    text: str
-    commands: list[str] = field(default_factory=list)
-
-
-# --- the plan -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    id: str
-    resolves: list[str]  # finding codes
-    why: str
-    actions: list[Action]
-    verify: list[str]  # argv, usually gpu-doctor check <id>…
-    root: bool = True
-    risk: str = "safe"  # safe | restart | reboot | destructive
-    findings: list[int] = field(default_factory=list)  # which findings (by position) this step resolves
-
-    @property
-    def python_only(self) -> bool:
-        return all(isinstance(a, (ReinstallTorch, PipInstall, Manual)) for a in self.actions) and not self.root
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "resolves": self.resolves, "why": self.why,
-                "actions": [a.to_dict() for a in self.actions], "verify": self.verify,
-                "root": self.root, "risk": self.risk}
-
-
-@dataclass(frozen=True)
-class FixPlan:
-    os_id: str | None
-    os_version: str | None
-    os_pretty: str | None
-    arch: str | None
-    steps: list[PlanStep]
-    targets: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    python_origin: str | None = None  # how the framework environment was installed (CONDA_PREFIX, VIRTUAL_ENV …)
-    conda_prefix: str | None = None
-    gpu_visible: bool = True  # False: conda must be told the CUDA (CONDA_OVERRIDE_CUDA), e.g. in a Docker build
-
-    @property
-    def needs_reboot(self) -> bool:
-        return any(isinstance(a, Reboot) for s in self.steps for a in s.actions)
-
-    def actions(self) -> list[Action]:
-        return [a for s in self.steps for a in s.actions]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": PLAN_SCHEMA, "os": {"id": self.os_id, "version": self.os_version, "pretty": self.os_pretty,
-                                              "arch": self.arch},
-                "targets": self.targets, "needs_reboot": self.needs_reboot, "notes": self.notes,
-                "python_origin": self.python_origin, "conda_prefix": self.conda_prefix,
-                "gpu_visible": self.gpu_visible,
-                "steps": [s.to_dict() for s in self.steps]}
 
 
 @dataclass(frozen=True)
@@ -273,7 +131,8 @@ class _Planner:
         by = {kind: [(n, f, i) for n, f, i in chosen if isinstance(i, kind)] for kind in it.INTENTS}
         self._driver(by[it.InstallDriverBranch])
         for n, f, i in by[it.InstallCudaCompat]:
-            self._compat_step(i.package, i.cuda, [(n, f)])
+            if isinstance(i, it.InstallCudaCompat):  # always: grouped by kind above
+                self._compat_step(i.package, i.cuda, [(n, f)])
         self._simple(by)
         self._module(by[it.LoadModule])
         self._frameworks(by[it.ReinstallFramework])
@@ -281,15 +140,17 @@ class _Planner:
             self._unplanned(n, f)
         d = self.facts.driver
         env = _framework_env(self.facts)
+        steps = sorted(self.steps.values(), key=_order)
         return FixPlan(os_id=self.facts.host.os_id, os_version=self.facts.host.os_version,
                        os_pretty=self.facts.host.os_pretty, arch=self.facts.host.arch,
-                       steps=sorted(self.steps.values(), key=_order), targets=self.targets,
+                       steps=steps, targets=self.targets,
                        notes=[*self.notes, *self.skipped],
                        python_origin=env.origin if env else None,
                        conda_prefix=(self.facts.env.get("CONDA_PREFIX") or None)
                        if env and env.origin == "CONDA_PREFIX" else None,
                        gpu_visible=bool([g for g in self.facts.gpus if g.source != "pci"])
-                       and d.module_loaded is not False)
+                       and d.module_loaded is not False,
+                       constraints=_constraints([a for s in steps for a in s.actions], self.m))
 
     def _unplanned(self, n: int, f: Finding) -> None:
         system = [i for i in f.intents if not self.feasible(i)]
@@ -320,7 +181,7 @@ class _Planner:
                 return
         row, arch = _gpu(facts, m)
         last = min([i.last_branch for i in needs if i.last_branch] +
-                   ([int(arch["last_driver_branch"])] if (arch or {}).get("last_driver_branch") else []), default=None)
+                   ([int(arch["last_driver_branch"])] if arch and arch.get("last_driver_branch") else []), default=None)
         reasons = [f"{i.who or 'it'} needs ≥ {i.minimum or i.recommended}"
                    + (f" ({i.recommended} for full support)" if i.minimum and i.recommended
                       and i.recommended != i.minimum else "")
@@ -364,10 +225,6 @@ class _Planner:
     def _implicit_driver_needs(self, asked: list[it.InstallDriverBranch]) -> list[it.InstallDriverBranch]:
         """What a new driver must also satisfy beyond what the findings asked: every CUDA runtime here that the
         installed driver does not run, and every GPU's first driver (a driver installed from nothing)."""
-        from doctor.checks.compat import runtimes
-        from doctor.matrix import driver_runs_cuda
-        from doctor.queries import driver_floor
-
         facts, m = self.facts, self.m
         installed = _driver(facts)
         have = {i.cuda for i in asked if i.cuda}
@@ -524,8 +381,6 @@ class _Planner:
             self._tf_or_jax(family, exe, items)
 
     def _torch(self, exe: str, items: list[tuple[int, Finding, it.ReinstallFramework]]) -> None:
-        from doctor.queries import QueryError, pick_torch
-
         facts, m, opts = self.facts, self.m, self.opts
         env = next((e for e in facts.python_envs if e.executable == exe), None)
         pkg = next((p for p in (env.packages if env else []) if p.name == "torch"), None)
@@ -598,17 +453,15 @@ class _Planner:
         for g in self.facts.gpus:
             _row, arch = self.m.gpu_for_facts(g.name, g.compute_capability)
             first, last = self.m.first_driver(arch, _cc(g, self.m)), (arch or {}).get("last_driver_branch")
-            if first and vtuple(full) < vtuple(first):
+            if first and arch and vtuple(full) < vtuple(first):
                 return f"{g.name} ({arch['name']}) needs driver ≥ {first}: upgrade the driver — no framework " \
-                       "build can help"  # type: ignore[index]
+                       "build can help"
             if last and vtuple(full)[0] > int(last):
                 return f"driver branch {vtuple(full)[0]} no longer drives {g.name}: install the R{last} branch"
         return None
 
     def torch_needs(self, env: PythonEnv | None, want: str | None = None, prefer: str | None = None,
                     planned: bool = True) -> Any:
-        from doctor.queries import TorchNeeds
-
         facts, m = self.facts, self.m
         ccs = tuple(sorted({c for g in facts.gpus if g.source != "pci" for c in [_cc(g, m)] if c}))
         segments = [(m.gpu(g.name) or {}).get("segment") for g in facts.gpus if g.source != "pci"]
@@ -681,8 +534,6 @@ class _Planner:
 
 def _windows_driver(facts: Facts) -> bool:
     """The driver is a Windows one (WSL2, native Windows): NVIDIA's Windows minimums apply."""
-    from doctor.beliefs import windows_driver
-
     return windows_driver(facts)
 
 
@@ -781,6 +632,29 @@ def with_plan_fixes(findings: list[Finding], plan: FixPlan, python_plan: FixPlan
     return out
 
 
+def _constraints(actions: list[Action], m: Matrix) -> list[str]:
+    """Pins for the nvidia-* wheels the frameworks the plan installs pull in, from the reviewed matrix rows (the
+    cuDNN of a torch variant in compat/pytorch.toml, ``and_cuda`` of compat/tensorflow.toml, JAX's pins)."""
+    lines: list[str] = []
+    for a in actions:
+        if isinstance(a, ReinstallTorch):
+            var = m.torch_variant(a.version, a.cuda)
+            if var and var.get("cudnn"):
+                lines.append(f"nvidia-cudnn-cu{vtuple(a.cuda)[0]}=={var['cudnn']}  # torch {a.version} cu"
+                             f"{a.cuda.replace('.', '')} ({var.get('source') or 'compat/pytorch.toml'})")
+        elif isinstance(a, PipInstall):
+            for r in a.requirements:
+                if r.startswith("tensorflow[and-cuda]=="):
+                    row = m.tensorflow(r.split("==", 1)[1])
+                    if row:
+                        lines += [f"{pin}  # tensorflow {row['version']}" for pin in row.get("and_cuda", [])]
+                elif r.startswith("jax[cuda"):
+                    version = r.split("==", 1)[1] if "==" in r else None
+                    jrow = next((j for j in m.rows("jax", "jax") if j.get("version") == version), None)
+                    lines += [f"{pin}  # jax {version}" for pin in (jrow or {}).get("pins", []) if "cu" in pin]
+    return list(dict.fromkeys(lines))
+
+
 def _check_options(m: Matrix, opts: Options) -> None:
     if opts.target_driver and (not vtuple(opts.target_driver) or vtuple(opts.target_driver)[0] < 100):
         raise PlanError(f"--target-driver {opts.target_driver!r}: not an NVIDIA driver branch (e.g. 550)")
@@ -796,7 +670,7 @@ def _order(step: PlanStep) -> tuple[int, str]:
 
 
 def _driver(facts: Facts) -> str | None:
-    return facts.driver.kernel_module or facts.driver.userspace
+    return beliefs.driver_version(facts)
 
 
 def _gpu(facts: Facts, m: Matrix) -> tuple[dict | None, dict | None]:
@@ -829,7 +703,7 @@ def _manual_step(sid: str, who: list[tuple[int, Finding]], extra: str | None = N
         if f.fix:
             texts.append(f.fix.summary)
             cmds += [s.shell() + (f"   # {s.note}" if s.note else "") for s in f.fix.steps]
-    if extra:
+    if extra and not any(t.startswith(extra) for t in texts):  # a finding the plan already fixed says it once
         texts.insert(0, extra)
     title = who[0][1].title if who else sid
     return PlanStep(sid, sorted({f.code for _n, f in who}), f"Needs a person: {title}",

@@ -70,7 +70,7 @@ def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str
             stdin=subprocess.DEVNULL,
             env=dict(env),
             start_new_session=True,
-            preexec_fn=_die_with_parent if _PRCTL is not None else None,  # even a SIGKILLed doctor leaves none
+            preexec_fn=_die_with_parent,  # even a SIGKILLed doctor leaves none
         ))
     except FileNotFoundError:
         return CmdResult(args, None, error="not found")
@@ -162,9 +162,11 @@ STREAM_LINE_MAX = 1 << 20  # a line longer than this is cut: a child printing wi
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child before exec
     # PR_SET_PDEATHSIG (1) = SIGKILL: the kernel kills the child when the thread that started it dies, however
-    # the doctor ends (SIGKILL included), so a test process can never outlive it holding GPU memory.
+    # the doctor ends (SIGKILL included), so a test process can never outlive it holding GPU memory. What the
+    # child will start is the reaper's (doctor.children): the child puts its group on its list before exec.
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGKILL, 0, 0, 0)
+    children.announce_child()
 
 
 def _find_prctl() -> Callable[..., int] | None:
@@ -204,7 +206,7 @@ def stream(argv: Sequence[str], env: Mapping[str, str], silence: float,
         try:  # registered: SIGINT / SIGTERM / SIGHUP of the doctor kill this group too (doctor.children)
             proc = children.start(lambda: subprocess.Popen(
                 list(argv), stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=dict(env),
-                start_new_session=True, preexec_fn=_die_with_parent if _PRCTL is not None else None))
+                start_new_session=True, preexec_fn=_die_with_parent))
         except children.Stopping:
             yield StreamEnd(None, error="not run: gpu-doctor is stopping")
             return

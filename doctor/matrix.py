@@ -10,16 +10,15 @@ import contextlib
 import datetime as _dt
 import hashlib
 import json
-import os
 import re
 import sys
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from doctor.safeio import small_int
+from doctor.matrix_cache import CACHE_FILE, default_cache_dir, load_cached
+from doctor.model.versions import branch, major_minor, vtuple
 
 
 def _toml() -> Any:
@@ -34,27 +33,6 @@ def _toml() -> Any:
 Row = dict[str, Any]
 STALE_DAYS = 90  # `gpu-doctor matrix` warns when the data's oldest review is older than this
 FILES = ("cuda", "gpus", "cudnn", "pytorch", "tensorflow", "jax", "cupy", "xid", "errors", "images")
-
-
-def vtuple(version: str | None) -> tuple[int, ...]:
-    """'535.104.05' -> (535, 104, 5); non-numeric pieces end the tuple. () for None."""
-    out: list[int] = []
-    for piece in re.split(r"[.\-+]", version or ""):
-        n = small_int(piece)  # ASCII digits only: "²".isdigit() is True but int("²") raises
-        if n is None:
-            break
-        out.append(n)
-    return tuple(out)
-
-
-def major_minor(version: str | None) -> str | None:
-    t = vtuple(version)
-    return f"{t[0]}.{t[1]}" if len(t) >= 2 else (str(t[0]) if t else None)
-
-
-def branch(driver: str | None) -> int | None:
-    t = vtuple(driver)
-    return t[0] if t else None
 
 
 def is_branch(driver: str | None) -> bool:
@@ -157,6 +135,8 @@ class Matrix:
         """
         key = "windows_min_driver" if windows else "linux_min_driver"
         rows = [r for r in self.toolkit_rows(cuda) if r.get(key)]
+        if not rows and len(vtuple(cuda)) > 2:  # a patch release the table lacks: its major.minor's floor
+            rows = [r for r in self.toolkit_rows(major_minor(cuda) or "") if r.get(key)]
         return min(rows, key=lambda r: vtuple(r[key]), default=None)
 
     def mvc(self, cuda_major: int) -> Row | None:
@@ -487,27 +467,14 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
     return Verdict(False, "too-old", why, [r for r in (need, mvc) if r])
 
 
-REFRESH_CACHE_FILE = "pypi-rows.json"  # what `gpu-doctor matrix refresh` writes, in refresh_cache_dir()
-
-
-def refresh_cache_dir(env: dict[str, str] | None = None) -> Path:
-    """$XDG_CACHE_HOME/gpu-doctor, else ~/.cache/gpu-doctor (a relative XDG path is ignored, per the spec)."""
-    env = dict(os.environ) if env is None else env
-    base = env.get("XDG_CACHE_HOME", "")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
-    return root / "gpu-doctor"
-
-
 @cache
 def current() -> Matrix:
     """The bundled matrix, plus PyPI-derived framework releases from `gpu-doctor matrix refresh` that the
     bundle does not have yet (hand-reviewed rows always win). Reads a local cache file; never the network."""
     base = bundled()
-    if not (refresh_cache_dir() / REFRESH_CACHE_FILE).exists():
-        return base  # no refresh was ever run: the refresh module and its imports are not needed
+    if not (default_cache_dir() / CACHE_FILE).exists():
+        return base  # no refresh was ever run: nothing to read, nor to validate (packaging is not imported)
     try:
-        from doctor.refresh import load_cached
-
         cached = load_cached()
     except (ImportError, OSError, ValueError):
         cached = None

@@ -9,25 +9,53 @@ same thing. Renderers are imported only when their format is asked for (start-up
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from doctor.model.facts import FACTS_SCHEMA, Facts, FactsError, load_facts
-from doctor.model.findings import Finding
-from doctor.model.report import REPORT_SCHEMA, Report
-
-if TYPE_CHECKING:
-    from doctor.fixplan import FixPlan, Options
+if TYPE_CHECKING:  # the model is imported where it is used: `--help` of a command imports this module
+    from doctor.active.events import Event, Outcome
+    from doctor.fixplan import Options
+    from doctor.host import Host
     from doctor.matrix import Matrix
+    from doctor.model.facts import Facts
+    from doctor.model.findings import Finding
+    from doctor.model.live import GpuSample
+    from doctor.model.plan import FixPlan
+    from doctor.model.report import Report
     from doctor.registry import Check, Context
 
 
-# --- load ---------------------------------------------------------------------------------------
+# --- collect or load -----------------------------------------------------------------------------
+
+
+def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, deep_timeout: float = 60.0) -> Facts:
+    """The facts of the machine ``host`` reaches, from the probes."""
+    from doctor.probes import collect as probe
+
+    return probe(host, pythons=pythons, deep=deep, deep_timeout=deep_timeout)
+
+
+def sample_gpus(host: Host) -> GpuSample:
+    """The live GPU sample behind the TUI's GPUs table, through the probes' own NVML child process (killed on
+    timeout), so a wedged driver cannot hang the UI. Called once a second from a worker thread."""
+    from doctor.model.live import GpuSample
+    from doctor.probes import driver
+    from doctor.probes.base import Recorder
+
+    rec = Recorder()
+    native = driver.run_native(host, rec, None)
+    if native and native.get("gpus"):
+        return GpuSample(driver.probe_gpus(host, rec, native, None))
+    reason = (native or {}).get("nvml_error") or (rec.errors[0].reason if rec.errors else "NVML listed no GPU")
+    return GpuSample([], str(reason))
+
 
 
 def facts_of_report(text: str) -> Facts | None:
     """The facts inside a report (`check --json`), as `diff` and `fleet` read them; None when not a report."""
+    from doctor.model.facts import FACTS_SCHEMA, Facts, FactsError
+    from doctor.model.report import REPORT_SCHEMA
+
     if f'"{REPORT_SCHEMA}"' not in text[:200]:
         return None  # the report's schema key comes first: a snapshot is not parsed twice
     try:
@@ -43,6 +71,8 @@ def facts_of_report(text: str) -> Facts | None:
 
 def load(text: str) -> Facts:
     """The facts of a snapshot or of a report's text; :class:`FactsError` when it is neither."""
+    from doctor.model.facts import load_facts
+
     return facts_of_report(text) or load_facts(text)
 
 
@@ -71,6 +101,8 @@ def diagnose(facts: Facts, checks: list[Check] | None = None, ctx: Context | Non
 def planned(report: Report, matrix: Any) -> Report:
     """The report with the fix the one plan gives each finding. A planner failure leaves the checks' own fix
     text: the report still stands."""
+    from dataclasses import replace
+
     return replace(report, findings=planned_fixes(report.facts, report.findings, matrix))
 
 
@@ -99,13 +131,50 @@ def plan(facts: Facts, findings: list[Finding], matrix: Matrix, options: Options
     return build_plan(facts, findings, matrix, options)
 
 
+def judge_outcome(outcome: Outcome, matrix: Matrix | None = None) -> Outcome:
+    """An active test's outcome as its runner ended it, judged: the findings the active-test checks give for its
+    measurements (those `check --facts` gives for a snapshot holding them), its status and its line."""
+    from dataclasses import replace
+
+    if outcome.judged or outcome.active is None:
+        return outcome
+    from doctor.checks.active import CHECKS
+    from doctor.model.facts import Facts
+    from doctor.model.severity import status
+
+    active = outcome.context.merged(outcome.active) if outcome.context is not None else outcome.active
+    checks = [c for c in CHECKS if outcome.checks is None or c.id in outcome.checks]
+    findings = diagnose(Facts(active=active), checks=checks, matrix=matrix).findings
+    summary = outcome.summary
+    if not summary:
+        bad = [f for f in findings if f.severity in ("fail", "warn")]
+        if outcome.what is not None:
+            summary = f"{outcome.what}: " + (bad[0].title + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
+                                             if bad else "passed")
+        else:
+            summary = (bad or findings)[0].title if findings else "nothing to report"
+    return replace(outcome, status=status(f.severity for f in findings), summary=summary, findings=findings,
+                   judged=True)
+
+
+def judged(events: Iterable[Event], matrix: Matrix | None = None) -> Iterator[Event]:
+    """An active test's events with its outcome judged (:func:`judge_outcome`); progress and log lines as they
+    come."""
+    from doctor.active.events import Outcome
+
+    for ev in events:
+        yield judge_outcome(ev, matrix) if isinstance(ev, Outcome) else ev
+
+
 def check(facts: Facts, matrix: Matrix, checks: list[Check] | None = None, static: bool = False,
-          requirements: list[Any] | None = None, image: Any = None) -> Report:
+          requirements: list[Any] | None = None, image: Any = None, cpu: bool = False) -> Report:
     """`gpu-doctor check`'s report: the selected checks (with ``static``, only those that judge an image's
     own consistency), planned; then the --require gates; then, for a Dockerfile, each finding's line."""
+    from dataclasses import replace
+
     from doctor.registry import Context
 
-    ctx = Context(matrix=matrix, options={"static": static})
+    ctx = Context(matrix=matrix, options={"static": static, "cpu": cpu})  # cpu: an image meant for CPUs
     if static:
         from doctor.checks import REGISTRY
 
@@ -124,15 +193,56 @@ def check(facts: Facts, matrix: Matrix, checks: list[Check] | None = None, stati
     return report
 
 
+# --- fix scripts --------------------------------------------------------------------------------
+
+SCRIPT_FORMATS = ("auto", "apt", "dnf", "conda", "pip")  # `gpu-doctor fix --format …`
+PYTHON_FORMATS = ("pip", "conda")  # only what the Python environment can do: the plan takes its Python-only routes
+
+
+class ScriptFormatError(ValueError):
+    """A script format that cannot render this plan (apt for a RHEL host); the message says why."""
+
+
+def script_renderers(plan: FixPlan, fmt: str) -> tuple[Any, Any]:
+    """(system renderer, Python renderer) of a fix script format for this plan."""
+    from doctor.render import apt, conda, dnf, pip
+
+    python = conda if plan.python_origin == "CONDA_PREFIX" else pip
+    if fmt == "pip":
+        return None, pip
+    if fmt == "conda":
+        return None, conda
+    if fmt in ("apt", "dnf"):
+        mod = apt if fmt == "apt" else dnf
+        if not mod.supports(plan.os_id, plan.os_version):
+            raise ScriptFormatError(
+                f"--format {fmt}: the plan is for {plan.os_id or '?'} {plan.os_version or '?'}; {fmt} renders "
+                "Ubuntu 20.04/22.04/24.04 and Debian 11/12/13 (apt), RHEL/Rocky/Alma 8/9 (dnf)")
+        return mod, python
+    system = next((m for m in (apt, dnf) if m.supports(plan.os_id, plan.os_version)), None)
+    return system, python
+
+
+def fix_script(plan: FixPlan, fmt: str) -> str:
+    """The fix script of this plan in one format (`gpu-doctor fix --format FMT`, the TUI's fix view)."""
+    from doctor import __version__
+    from doctor.render.fixscript import render_script
+
+    system, python = script_renderers(plan, fmt)
+    label = fmt if fmt != "auto" else "+".join(
+        m.__name__.rsplit(".", 1)[-1] for m in (system, python) if m is not None)
+    return render_script(plan, system, python, label, __version__, python_only=fmt in PYTHON_FORMATS)
+
+
 # --- render -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Format:
+class Format(NamedTuple):
     """One output format of a report: ``render(report, verbose, strict, **options)`` gives its text; ``write``,
     when set, writes it to a path itself (else the text is written by :func:`doctor.render.files.write_output`).
     ``options`` are what a renderer cannot read from the report: ``elapsed`` (seconds the check took, JUnit's
-    ``time``), ``workspace`` (the GitHub Actions checkout, for annotation paths); a renderer ignores the rest."""
+    ``time``), ``workspace`` (the GitHub Actions checkout, for annotation paths), ``colour`` (text: None decides by
+    standard output, False in a file); a renderer ignores the rest."""
 
     name: str
     about: str
@@ -140,10 +250,10 @@ class Format:
     write: Callable[[Report, str], None] | None = None
 
 
-def _text(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
+def _text(report: Report, verbose: bool, strict: bool, colour: bool | None = None, **_: Any) -> str:
     from doctor.render.text import render
 
-    return render(report, verbose=verbose)
+    return render(report, verbose=verbose, colour=colour)
 
 
 def _json(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
@@ -199,6 +309,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
 
 
 def render(report: Report, fmt: str, verbose: bool = False, strict: bool = False, **options: Any) -> str:
+    """The report in a registered format (``options``: see :class:`Format`)."""
     return FORMATS[fmt].render(report, verbose, strict, **options)
 
 
@@ -213,4 +324,4 @@ def write(report: Report, fmt: str, path: str, strict: bool = False, **options: 
     if writer is not None:
         writer(report, path)
     else:
-        write_output(path, render(report, fmt, strict=strict, **options))
+        write_output(path, render(report, fmt, strict=strict, **{"colour": False, **options}))  # never escapes

@@ -33,15 +33,13 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from doctor import __version__
-from doctor.matrix import REFRESH_CACHE_FILE, major_minor, refresh_cache_dir
-from doctor.safeio import load_json, read_file
+from doctor.matrix import major_minor
+from doctor.matrix_cache import CACHE_FILE, GROUPS, SCHEMA, counts, default_cache_dir, load_cached, validate
 
 SIMPLE_URL = "https://pypi.org/simple/{name}/"
 PROJECT_URL = "https://pypi.org/pypi/{name}/json"
 RELEASE_URL = "https://pypi.org/pypi/{name}/{version}/json"  # PyPI's per-release JSON API
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
-CACHE_FILE = REFRESH_CACHE_FILE
-SCHEMA = 1
 NEWEST = 8  # releases per package: bounds the traffic of one refresh to a few dozen small files
 WHEEL_TRIES = 3  # wheels of one release whose metadata we try before giving up on the release
 
@@ -62,9 +60,6 @@ PACKAGES = (
     Package("jax-cuda12-plugin", "jax", "jax", None),
     Package("jax-cuda13-plugin", "jax", "jax", None),
 )
-GROUPS = (("pytorch", "torch"), ("tensorflow", "tensorflow"), ("jax", "jax"))
-
-
 class FetchError(Exception):
     """A PyPI answer the refresh cannot use. ``kind``: offline | http | bad."""
 
@@ -89,11 +84,6 @@ class RefreshResult:
 
 
 # --- where the cache lives --------------------------------------------------------------------
-
-
-def default_cache_dir(env: dict[str, str] | None = None) -> Path:
-    """$XDG_CACHE_HOME/gpu-doctor, else ~/.cache/gpu-doctor (one definition, in doctor.matrix, which reads it)."""
-    return refresh_cache_dir(env)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -529,69 +519,6 @@ def fetch_pypi_rows(session: Any, timeout: float, cache_dir: Path | str | None, 
 
 
 # --- validating and loading the cache ---------------------------------------------------------
-
-
-def validate(data: Any) -> list[str]:
-    """What is wrong with a rows document (empty: usable). Every row needs a version that parses and an https source."""
-    if not isinstance(data, dict):
-        return ["not a JSON object"]
-    problems = []
-    for file, table in GROUPS:
-        rows = data.get(file, {}).get(table) if isinstance(data.get(file), dict) else None
-        if not isinstance(rows, list):
-            problems.append(f"{file}.{table}: missing")
-            continue
-        for i, row in enumerate(rows):
-            where = f"{file}.{table}[{i}]"
-            problems += _row_problems(row, where, need_version=True)
-            for j, variant in enumerate(row.get("variant", []) if isinstance(row, dict) else []):
-                problems += _row_problems(variant, f"{where}.variant[{j}]", need_version=False)
-    return problems
-
-
-def _row_problems(row: Any, where: str, need_version: bool) -> list[str]:
-    if not isinstance(row, dict):
-        return [f"{where}: not a table"]
-    problems = []
-    if need_version:
-        try:
-            Version(str(row["version"]))
-            if not isinstance(row["version"], str):
-                raise TypeError
-        except (KeyError, InvalidVersion, TypeError):
-            problems.append(f"{where}: no valid version")
-    source = row.get("source")
-    if not isinstance(source, str) or not source.startswith("https://"):
-        problems.append(f"{where}: no source URL")
-    return problems
-
-
-def load_cached(cache_dir: Path | str | None = None) -> dict[str, Any] | None:
-    """The refreshed rows, or None when there are none or they are unusable.
-
-    {"fetched_at": ISO time, "pytorch": {"torch": [...]}, "tensorflow": {"tensorflow": [...]},
-    "jax": {"jax": [...]}, "skipped": [...]}. Never touches the network.
-    """
-    path = Path(cache_dir or default_cache_dir()) / CACHE_FILE
-    try:  # every `check` reads this: a FIFO or a device here must not hang it, nor deep nesting crash it
-        raw, more = read_file(path, 64 * 1024 * 1024)
-        data = None if more else load_json(raw)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA or validate(data):
-        return None
-    try:
-        datetime.fromisoformat(str(data.get("fetched_at")))
-    except ValueError:
-        return None
-    out = {"fetched_at": data["fetched_at"]}
-    out.update({file: {table: data[file][table]} for file, table in GROUPS})
-    out["skipped"] = [str(s) for s in data.get("skipped", [])] if isinstance(data.get("skipped"), list) else []
-    return out
-
-
-def counts(data: dict[str, Any]) -> dict[str, int]:
-    return {table: len(data[file][table]) for file, table in GROUPS}
 
 
 # --- the user command -------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from doctor.matrix import Matrix
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding
 from doctor.model.severity import worst
@@ -27,10 +28,18 @@ class NotApplicable(Exception):
 
 @dataclass(frozen=True)
 class Context:
-    """What checks may consult beside the facts. The matrix arrives with the compat issue."""
+    """What checks may consult beside the facts: the compatibility matrix the caller passed in (checks never
+    fetch one themselves) and the run's options (``static``)."""
 
-    matrix: Any = None
+    matrix: Matrix | None = None
     options: dict[str, Any] = field(default_factory=dict)
+
+
+def matrix_of(ctx: Context) -> Matrix:
+    """The matrix this run was given; a check that needs one and has none skips, saying so."""
+    if not isinstance(ctx.matrix, Matrix):
+        raise Skip("no compatibility matrix was given to the checks")
+    return ctx.matrix
 
 
 CheckFunc = Callable[[Facts, Context], Iterable[Finding]]

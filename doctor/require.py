@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from doctor import beliefs
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding
 from doctor.safeio import lazy_compile
@@ -82,7 +83,7 @@ def _have(facts: Facts, name: str) -> tuple[str | None, str]:
     if name == "cudnn":
         return next((c.version for c in facts.cudnn if c.version), None), "cudnn"
     if name == "driver":
-        return facts.driver.kernel_module or facts.driver.userspace, "driver"
+        return beliefs.driver_version(facts), "driver"
     if name == "gpus":
         return str(len(gpus)), "gpus"
     if name == "gpu-memory":

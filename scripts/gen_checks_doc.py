@@ -154,6 +154,14 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
         gpus=[], toolkits=_tk("12.4.1"))),
     "image.env_blocks_gpu": ("`check --dockerfile` on an image with ENV NVIDIA_DRIVER_CAPABILITIES=utility (static "
                              "only)", make_facts(gpus=[], env__NVIDIA_DRIVER_CAPABILITIES="utility")),
+    "image.require_cuda": ("`check --dockerfile … --host-driver 535.104.05 --target-gpu \"RTX 4090\"` on an "
+                           "nvidia/cuda 12.8 image (static only)", make_facts(
+        driver__kernel_module="535.104.05", driver__userspace="535.104.05",
+        gpus=[replace(H100, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")],
+        env__NVIDIA_REQUIRE_CUDA="cuda>=12.8 brand=tesla,driver>=535,driver<536 brand=nvidia,driver>=535,driver<536")),
+    "image.forward_compat": ("`check --dockerfile` on an image that runs `ldconfig /usr/local/cuda-12.4/compat` "
+                             "(static only)", make_facts(
+        gpus=[], loader__libcuda=LibRef("/usr/local/cuda-12.4/compat/libcuda.so.1"))),
     "driver.missing": ("a GPU on the PCI bus, no driver", make_facts(
         driver__userspace=None, driver__kernel_module=None, driver__packages=[], driver__cuda_driver_api=None,
         driver__module_loaded=False, loader__libcuda=None,

@@ -25,7 +25,7 @@ from doctor.checks.active import CHECKS
 from doctor.commands.smoke import with_active
 from doctor.model.facts import Facts, load_facts
 from doctor.model.facts_active import ActiveFacts, ActiveGpu, DriverTest, FrameworkRun, NvmlReading, coerce, driver_test
-from doctor.pipeline import diagnose
+from doctor.pipeline import diagnose, judged
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -36,11 +36,11 @@ def fake_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def smoke(libs: Path, **knobs: Any) -> Outcome:
-    return last_outcome(smoke_events(Options(timeout=20, size_mib=4, fma_ms=50, env=env_for(libs, **knobs))))
+    return last_outcome(judged(smoke_events(Options(timeout=20, size_mib=4, fma_ms=50, env=env_for(libs, **knobs)))))
 
 
 def oom(libs: Path, force: bool = False, **knobs: Any) -> Outcome:
-    return last_outcome(oom_events(Options(force=force, timeout=20, env=env_for(libs, **knobs))))
+    return last_outcome(judged(oom_events(Options(force=force, timeout=20, env=env_for(libs, **knobs)))))
 
 
 def replayed(outcome: Outcome) -> list[dict[str, Any]]:

@@ -68,6 +68,8 @@ ISSUE_CODES = {
     "active.dcgm", "active.nccl_tests",
     # Dockerfiles, Prometheus, Kubernetes labels (issue 16)
     "image.env_blocks_gpu",
+    # Dockerfiles read right (issue 21): the container runtime's NVIDIA_REQUIRE_CUDA, forward-compat traps
+    "image.require_cuda", "image.forward_compat",
 }
 
 
@@ -117,7 +119,7 @@ def test_not_applicable_checks_on_a_healthy_host_are_the_situational_ones() -> N
         "driver.forward_compat",  # the driver's own libcuda is in use
         "toolkit.cuda_home_invalid",  # CUDA_HOME is not set
         "framework.cuda_unavailable",  # only with --deep
-        "image.min_host_driver", "image.env_blocks_gpu",  # only with --static
+        "image.min_host_driver", "image.env_blocks_gpu", "image.require_cuda", "image.forward_compat",  # --static
         # the healthy host's R550 is only in NVIDIA's undated list of ended branches (checks/lifecycle.py)
         "driver.branch_eol"}
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from doctor import cli
 from doctor.checks import by_id
+from doctor.errors import match, signatures
 from doctor.explain import (
     APPLIES,
     EXPLAIN_SCHEMA,
@@ -28,9 +29,7 @@ from doctor.explain import (
     NOT_CHECKED,
     RULED_OUT,
     explain,
-    match,
     render_text,
-    signatures,
     to_dict,
 )
 from doctor.matrix import bundled

@@ -16,18 +16,9 @@ from pathlib import Path
 import pytest
 from fix_scenarios import DISTROS, SCENARIOS, scenario
 
-from doctor.fixplan import (
-    BlacklistNouveau,
-    FixPlan,
-    InstallCudaCompat,
-    InstallDriver,
-    Manual,
-    Options,
-    PlanError,
-    ReinstallTorch,
-    build_plan,
-)
+from doctor.fixplan import Options, PlanError, build_plan
 from doctor.matrix import current
+from doctor.model.plan import BlacklistNouveau, FixPlan, InstallCudaCompat, InstallDriver, Manual, ReinstallTorch
 from doctor.pipeline import diagnose
 from doctor.render import apt, conda, dnf, pip
 from doctor.render.fixscript import render_script
@@ -310,8 +301,8 @@ def test_requirements_constraints_and_environment_yml():
     plan = plan_for("cpu_only_torch")
     req = pip.requirements(plan)
     assert "--extra-index-url https://download.pytorch.org/whl/cu124" in req and "torch==2.5.1+cu124" in req
-    assert "nvidia-cudnn-cu12==9.1.0.70" in pip.constraints(plan, current())
-    tf = pip.constraints(plan_for("tf_without_cudnn"), current())
+    assert "nvidia-cudnn-cu12==9.1.0.70" in pip.constraints(plan)
+    tf = pip.constraints(plan_for("tf_without_cudnn"))
     assert "nvidia-cudnn-cu12<10.0,>=9.3.0.75" in tf
     env = conda.environment_yml(plan, "3.11")
     assert '- "pytorch-gpu=2.5.1"' in env and '- "cuda-version=12.4"' in env and '- "python=3.11"' in env

@@ -14,16 +14,9 @@ from pathlib import Path
 import pytest
 from fix_scenarios import scenario
 
-from doctor.fixplan import (
-    FixPlan,
-    InstallCudaCompat,
-    InstallCudnn,
-    InstallDriver,
-    InstallToolkit,
-    PipInstall,
-    build_plan,
-)
+from doctor.fixplan import build_plan
 from doctor.matrix import current
+from doctor.model.plan import FixPlan, InstallCudaCompat, InstallCudnn, InstallDriver, InstallToolkit, PipInstall
 from doctor.pipeline import diagnose
 from doctor.render import apt, dnf, pip
 
@@ -103,7 +96,7 @@ def test_dnf_toolkit_cudnn_compat_versionlock_and_repository():
     assert installs(dnf.render(InstallToolkit("12.6"), p), "dnf_install") == ["cuda-toolkit-12-6"]
     assert installs(dnf.render(InstallCudnn(9, 12), p), "dnf_install") == ["cudnn9-cuda-12"]
     # Driver Installation Guide, "Version locking", DNF 4: python3-dnf-plugin-versionlock
-    from doctor.fixplan import HoldPackages
+    from doctor.model.plan import HoldPackages
 
     assert "dnf_install python3-dnf-plugin-versionlock" in dnf.render(HoldPackages(["nvidia-driver"]), p)
     assert "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/cuda-rhel9.repo" in dnf.prelude(p)

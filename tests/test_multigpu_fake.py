@@ -15,6 +15,7 @@ from test_smoke_fake import build_fakes, env_for, gpu_doctor
 from doctor.active.events import Outcome, Progress, last_outcome
 from doctor.active.gpu import Options, smoke_events
 from doctor.active.multigpu import expected_gbs, findings, topology_matrix
+from doctor.pipeline import judged
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -32,7 +33,8 @@ def gpus(n: int, **knobs: Any) -> dict[str, Any]:
 
 
 def smoke(libs: Path, n: int, **knobs: Any) -> Outcome:
-    return last_outcome(smoke_events(Options(timeout=20, size_mib=2, fma_ms=5, env=env_for(libs, **gpus(n, **knobs)))))
+    opts = Options(timeout=20, size_mib=2, fma_ms=5, env=env_for(libs, **gpus(n, **knobs)))
+    return last_outcome(judged(smoke_events(opts)))
 
 
 def multi(out: Outcome) -> dict[str, Any]:
@@ -119,8 +121,8 @@ def test_pcie_pair_is_held_against_the_slower_link_and_corruption_fails(fake_dri
 
 
 def test_one_gpu_or_oom_mode_has_no_multi_gpu_part(fake_driver: Path) -> None:
-    events = list(smoke_events(Options(timeout=20, size_mib=2, fma_ms=5, gpus=[1], env=env_for(fake_driver,
-                                                                                            **gpus(2)))))
+    events = list(judged(smoke_events(Options(timeout=20, size_mib=2, fma_ms=5, gpus=[1], env=env_for(fake_driver,
+                                                                                            **gpus(2))))))
     out = events[-1]
     assert isinstance(out, Outcome) and "multi_gpu" not in out.results["global"] and area(out) == []
     assert findings(None) == [] and findings({"gpus": [0]}) == []
@@ -128,7 +130,7 @@ def test_one_gpu_or_oom_mode_has_no_multi_gpu_part(fake_driver: Path) -> None:
 
 
 def test_progress_reaches_the_multi_gpu_phase_in_order(fake_driver: Path) -> None:
-    events = list(smoke_events(Options(timeout=20, size_mib=2, fma_ms=5, env=env_for(fake_driver, **gpus(2)))))
+    events = list(judged(smoke_events(Options(timeout=20, size_mib=2, fma_ms=5, env=env_for(fake_driver, **gpus(2))))))
     steps = [(e.fraction, e.step) for e in events if isinstance(e, Progress) and e.fraction is not None]
     assert [f for f, _ in steps] == sorted(f for f, _ in steps)
     assert steps[-1][1] == "multi-GPU: releasing memory and destroying the contexts"

@@ -15,6 +15,7 @@ from test_smoke_fake import A100, MIB, build_fakes, env_for, gpu_doctor
 
 from doctor.active.events import Outcome, last_outcome
 from doctor.active.gpu import Options, oom_events
+from doctor.pipeline import judged
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def fake_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def oom(libs: Path, force: bool = False, **knobs: Any) -> Outcome:
-    return last_outcome(oom_events(Options(force=force, timeout=20, env=env_for(libs, **knobs))))
+    return last_outcome(judged(oom_events(Options(force=force, timeout=20, env=env_for(libs, **knobs)))))
 
 
 def finding(out: Outcome, code: str) -> Any:

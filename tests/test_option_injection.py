@@ -18,7 +18,8 @@ import pytest
 from factories import make_facts
 from fix_scenarios import scenario
 
-from doctor.fixplan import (
+from doctor.model.facts import Package
+from doctor.model.plan import (
     BlacklistNouveau,
     FixPlan,
     HoldPackages,
@@ -34,7 +35,6 @@ from doctor.fixplan import (
     RebuildDkms,
     ReinstallTorch,
 )
-from doctor.model.facts import Package
 from doctor.render import apt, conda, dnf, pip
 from doctor.render.fixscript import render_script
 from doctor.render.values import fits

@@ -22,9 +22,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from doctor import queries
-from doctor.fixplan import InstallCudaCompat, InstallDriver, Options, ReinstallTorch, build_plan
+from doctor.fixplan import Options, build_plan
 from doctor.matrix import bundled, vtuple
 from doctor.model.facts import PyPackage, PythonEnv
+from doctor.model.plan import InstallCudaCompat, InstallDriver, ReinstallTorch
 from doctor.pipeline import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent

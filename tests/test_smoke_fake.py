@@ -19,6 +19,7 @@ import pytest
 
 from doctor.active.events import Log, Outcome, Progress, last_outcome
 from doctor.active.gpu import Options, smoke_events
+from doctor.pipeline import judged
 
 FAKES = Path(__file__).parent / "fakes"
 GPU_DOCTOR = Path(sys.executable).with_name("gpu-doctor")
@@ -55,8 +56,8 @@ def env_for(libs: Path, **knobs: Any) -> dict[str, str]:
 
 
 def smoke(libs: Path, timeout: float = 20, gpus: Any = "all", **knobs: Any) -> Outcome:
-    return last_outcome(smoke_events(Options(gpus=gpus, timeout=timeout, size_mib=4, fma_ms=50,
-                                             env=env_for(libs, **knobs))))
+    return last_outcome(judged(smoke_events(Options(gpus=gpus, timeout=timeout, size_mib=4, fma_ms=50,
+                                             env=env_for(libs, **knobs)))))
 
 
 def codes(outcome: Outcome, code: str) -> list[tuple[str, str]]:
@@ -107,7 +108,7 @@ def test_rates_are_compared_with_the_spec_and_the_pcie_link(healthy: Outcome) ->
 
 
 def test_progress_comes_as_events_ending_in_one_outcome(fake_driver: Path) -> None:
-    events = list(smoke_events(Options(size_mib=4, fma_ms=50, env=env_for(fake_driver))))
+    events = list(judged(smoke_events(Options(size_mib=4, fma_ms=50, env=env_for(fake_driver)))))
     assert isinstance(events[-1], Outcome)
     assert not any(isinstance(e, Outcome) for e in events[:-1])
     fractions = [e.fraction for e in events if isinstance(e, Progress) and e.fraction is not None]

@@ -15,6 +15,7 @@ from test_smoke_fake import build_fakes, gpu_doctor
 from doctor.active.dcgm import dcgm_events, diag_findings, level_for, parse_dcgmi_diag
 from doctor.active.events import Outcome, last_outcome
 from doctor.host import Host
+from doctor.pipeline import judged
 
 DATA = Path(__file__).parent / "data" / "dcgmi"
 PASS = DATA / "h100-3.3.8-r2-pass.txt"
@@ -86,7 +87,7 @@ def fake_dcgmi(directory: Path, discovery: str, diag: str) -> Path:
 
 
 def run(directory: Path, seconds: int) -> Outcome:
-    return last_outcome(dcgm_events(Host(env={"PATH": f"{directory}{os.pathsep}/usr/bin:/bin"}), seconds))
+    return last_outcome(judged(dcgm_events(Host(env={"PATH": f"{directory}{os.pathsep}/usr/bin:/bin"}), seconds)))
 
 
 def test_missing_dcgmi_is_a_skipped_step(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from doctor.active.events import Outcome, last_outcome
 from doctor.active.nccltests import expected_busbw, nccl_events, nccl_findings, parse_all_reduce
 from doctor.host import Host
+from doctor.pipeline import judged
 
 REAL = Path(__file__).parent / "data" / "nccl-tests" / "16x-h100-2nodes-8B-8G.txt"
 LAST = ("  8589934592    2147483648     float     sum      -1    47535  180.71  338.82      0    47743  179.92  337.35"
@@ -107,7 +108,7 @@ def fake(directory: Path, body: str) -> None:
 
 def run(directory: Path, ngpus: int, mg: dict[str, Any] | None = None, timeout: float = 60) -> Outcome:
     host = Host(env={"PATH": f"{directory}{os.pathsep}/usr/bin:/bin"})
-    return last_outcome(nccl_events(host, ngpus, mg, timeout))
+    return last_outcome(judged(nccl_events(host, ngpus, mg, timeout)))
 
 
 def test_not_installed_is_a_skipped_step(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from doctor.active import framework_child
 from doctor.active.events import Outcome
 from doctor.active.frameworks import framework_events, judge_run
 from doctor.active.judge import TENSOR_MIN_RATIO, tensor_core_findings, tensor_core_peak
+from doctor.pipeline import judged
 
 
 class StubMatrix:
@@ -179,7 +180,7 @@ def test_child_skips_bf16_before_ampere() -> None:
 
 @pytest.mark.slow
 def test_cpu_only_torch_never_reaches_the_tensor_core_step(torch_venv: Path) -> None:
-    events = list(framework_events([str(torch_venv / "bin" / "python")], ["torch"], timeout=120))
+    events = list(judged(framework_events([str(torch_venv / "bin" / "python")], ["torch"], timeout=120)))
     outcome = events[-1]
     assert isinstance(outcome, Outcome)
     assert [(f.code, f.severity) for f in outcome.findings] == [("framework.cpu_only_build", "fail")]

@@ -27,9 +27,9 @@ from doctor.active.gpu import Options
 from doctor.examples import EXAMPLES, by_name
 from doctor.model.facts import Facts
 from doctor.model.findings import Finding
+from doctor.model.live import GpuSample
 from doctor.tui import active, fixes, model
 from doctor.tui.app import DoctorApp
-from doctor.tui.live import GpuSample
 from doctor.tui.model import Source
 from doctor.tui.screens import ConfirmDialog, ExportDialog, FixScreen, HelpScreen, SaveDialog, SnapshotPicker
 from doctor.tui.widgets import ActivePanel, FindingDetail, FindingsTree, SummaryBar

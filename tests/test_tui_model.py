@@ -16,9 +16,8 @@ from doctor import cli
 from doctor.examples import EXAMPLES, by_name
 from doctor.host import Host
 from doctor.model.findings import Finding, Fix, FixStep
-from doctor.pipeline import diagnose
+from doctor.pipeline import diagnose, sample_gpus
 from doctor.tui import active, fixes, model
-from doctor.tui.live import sample_gpus
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +44,7 @@ def modules_after(code: str) -> list[str]:
 
 
 def test_tui_model_fixes_active_live_and_examples_do_not_import_textual() -> None:
-    assert modules_after("import doctor.tui.model, doctor.tui.fixes, doctor.tui.active, doctor.tui.live, "
+    assert modules_after("import doctor.tui.model, doctor.tui.fixes, doctor.tui.active, doctor.pipeline, "
                          "doctor.examples, doctor.commands.tui") == []
 
 
@@ -171,6 +170,24 @@ def test_markdown_export_has_problems_in_full_and_passes_in_one_line() -> None:
     assert "- ✓ CUDA toolkit found: 13.0 at /usr/local/cuda-13.0" in text
     with pytest.raises(ValueError):
         model.export_text("report.xml", report_of("debian12-535-no-gpu"))
+
+
+def test_export_offers_every_registered_report_format_as_the_cli_renders_it() -> None:
+    from doctor.pipeline import FORMATS, render
+
+    report = report_of("debian12-535-no-gpu")
+    labels = " ".join(model.EXPORTS.values())
+    assert "JSON" in labels and "Markdown" in labels  # json and markdown: the report.json / report.md entries
+    for name in FORMATS:
+        if name not in ("json", "markdown"):
+            assert f"({name}: " in labels, f"the TUI's export does not offer --format {name}"
+    texts = {kind: model.export_text(kind, report) for kind in model.EXPORTS}
+    assert texts["report.txt"] == render(report, "text", colour=False)
+    assert texts["report.junit.xml"] == render(report, "junit")
+    assert texts["report.github.txt"] == render(report, "github")
+    assert "gpu_doctor_ready 0.0" in texts["report.prom"]
+    assert "gpu-doctor.ready=false" in texts["report.nfd"]
+    assert all(text and "\x1b" not in text for text in texts.values())  # a file: no terminal escapes
 
 
 def test_json_exports_are_the_public_schemas() -> None:

@@ -43,6 +43,12 @@ class Outcome:
     findings: list[Finding] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
     active: Any = None  # the measurements as facts (model.facts_active.ActiveFacts), from `snapshot --smoke`
+    what: str | None = None  # the test's name for its summary line ("smoke test")
+    judged: bool = True  # False: as the runner ended it, before doctor.pipeline.judged added the findings
+    # For judging only: what an earlier test recorded that this one is measured against (the smoke test's
+    # multi-GPU links for nccl-tests), and the checks that judge this test (None: every active-test check).
+    context: Any = None
+    checks: tuple[str, ...] | None = None
 
 
 Event = Progress | Log | Outcome

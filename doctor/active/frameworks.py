@@ -41,7 +41,7 @@ def signatures() -> tuple[Signature, ...]:
 
     Order matters: the first match wins, so specific texts come before generic ones ("no kernel image" is also
     a "CUDA error"). The rows and their patterns live in compat/errors.toml, shared with `explain`."""
-    from doctor.explain import signatures as explain_signatures
+    from doctor.errors import signatures as explain_signatures
     from doctor.matrix import bundled
 
     by_id = {s.id: s for s in explain_signatures()}
@@ -73,7 +73,7 @@ FALLBACK = Signature(r".", "framework.gpu_smoke_failed",
 
 def classify(*texts: str | None) -> Signature:
     """The signature of the first rule that matches any of the texts (exception, warnings, stderr)."""
-    from doctor.explain import bounded
+    from doctor.errors import bounded
 
     joined = bounded("\n".join(bounded(t) for t in texts if t))
     for sig in signatures():
@@ -83,7 +83,7 @@ def classify(*texts: str | None) -> Signature:
 
 
 def framework_events(pythons: Sequence[str], frameworks: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
-                     only_installed: bool = False, matrix: Any = None) -> Iterator[Event]:
+                     only_installed: bool = False) -> Iterator[Event]:
     from doctor.active.runner import child_events
 
     script = resources.files("doctor.active").joinpath("framework_child.py").read_text()
@@ -113,7 +113,7 @@ def framework_events(pythons: Sequence[str], frameworks: Sequence[str], timeout:
     from doctor.model.facts_active import ActiveFacts, FrameworkTest, coerce
 
     test = coerce(FrameworkTest, {"pythons": list(pythons), "requested": list(frameworks), "runs": runs})
-    out = outcome(ActiveFacts(frameworks=test), {"frameworks": runs}, matrix=matrix, what="framework smoke test")
+    out = outcome(ActiveFacts(frameworks=test), {"frameworks": runs}, what="framework smoke test")
     yield out
 
 

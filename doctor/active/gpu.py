@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.active.events import Event, Log, Progress
-from doctor.model.findings import Finding
-from doctor.model.severity import SEVERITY_RANK
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -32,12 +30,12 @@ class Options:
     python: str = field(default_factory=lambda: sys.executable or "python3")
 
 
-def smoke_events(options: Options, matrix: Any = None) -> Iterator[Event]:
-    return _events("smoke", options, matrix)
+def smoke_events(options: Options) -> Iterator[Event]:
+    return _events("smoke", options)
 
 
-def oom_events(options: Options, matrix: Any = None) -> Iterator[Event]:
-    return _events("oom", options, matrix)
+def oom_events(options: Options) -> Iterator[Event]:
+    return _events("oom", options)
 
 
 def child_env(options: Options) -> dict[str, str]:
@@ -51,13 +49,9 @@ def child_env(options: Options) -> dict[str, str]:
     return env
 
 
-def _events(mode: str, options: Options, matrix: Any) -> Iterator[Event]:
+def _events(mode: str, options: Options) -> Iterator[Event]:
     from doctor.active.runner import child_events
 
-    if matrix is None:
-        from doctor.matrix import current
-
-        matrix = current()
     opts = {"mode": mode, "gpus": options.gpus, "force": options.force, "size_mib": options.size_mib,
             "fma_ms": options.fma_ms}
     argv = [options.python, "-m", "doctor.active.gpu_child", json.dumps(opts)]
@@ -105,7 +99,7 @@ def _events(mode: str, options: Options, matrix: Any) -> Iterator[Event]:
 
     test = driver_test(results, __version__)
     active = ActiveFacts(**{mode: test})
-    yield outcome(active, results, matrix=matrix, what="smoke test" if mode == "smoke" else "OOM probe")
+    yield outcome(active, results, what="smoke test" if mode == "smoke" else "OOM probe")
 
 
 def _measurement_line(g: int | None, data: dict[str, Any]) -> str | None:
@@ -123,14 +117,3 @@ def _measurement_line(g: int | None, data: dict[str, Any]) -> str | None:
     return None
 
 
-def status_of(findings: list[Finding]) -> str:
-    worst = max((SEVERITY_RANK[f.severity] for f in findings), default=0)
-    return "fail" if worst == 3 else "warn" if worst == 2 else "ok"
-
-
-def summary(mode: str, findings: list[Finding]) -> str:
-    what = "smoke test" if mode == "smoke" else "OOM probe"
-    bad = [f for f in findings if f.severity in ("fail", "warn")]
-    if not bad:
-        return f"{what}: passed"
-    return f"{what}: {bad[0].title}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")

@@ -182,10 +182,10 @@ def _outcome(rec: dict[str, Any], mg: dict[str, Any] | None = None) -> Outcome:
         smoke = DriverTest(mode="smoke", multi_gpu=coerce(MultiGpu, mg))
     summary = f"nccl-tests: skipped ({rec['skipped']})" if rec.get("skipped") else None
     active = ActiveFacts(smoke=smoke, nccl_tests=coerce(NcclTests, rec))
-    out = outcome(active, {"nccl_tests": rec}, summary)
-    # Only the nccl-tests part is new: the smoke test's facts were recorded (and judged) by the smoke test.
-    findings = [f for f in out.findings if f.check == "active.nccl_tests"]
-    return Outcome(out.status, out.summary, findings, out.results, ActiveFacts(nccl_tests=active.nccl_tests))
+    # Only the nccl-tests part is new: the smoke test's facts were recorded (and judged) by the smoke test; they
+    # are the links its bandwidth is measured against.
+    return outcome(ActiveFacts(nccl_tests=active.nccl_tests), {"nccl_tests": rec}, summary,
+                   context=ActiveFacts(smoke=smoke), checks=("active.nccl_tests",))
 
 
 def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,

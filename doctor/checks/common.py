@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor import beliefs
 from doctor.model.facts import Facts, PyPackage
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
 from doctor.model.intents import Intent
@@ -49,8 +50,6 @@ def finding(code: str, severity: str, title: str, detail: str, evidence: list[Ev
 
 def driver_installed(facts: Facts) -> bool:
     """The driver is known to be installed (the belief is yes; unknown is not yes)."""
-    from doctor import beliefs
-
     return beliefs.of(facts).userspace_installed.yes
 
 

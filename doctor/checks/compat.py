@@ -10,18 +10,10 @@ import re
 from collections.abc import Iterator
 
 from doctor import beliefs
+from doctor.beliefs import runtimes
+from doctor.checks import require_cuda as rc
 from doctor.checks.common import ev, finding, label, ok
-from doctor.matrix import (
-    Matrix,
-    Row,
-    Verdict,
-    branch,
-    current,
-    driver_meets,
-    driver_runs_cuda,
-    major_minor,
-    vtuple,
-)
+from doctor.matrix import Matrix, Row, Verdict, branch, cuda_in, driver_meets, driver_runs_cuda, major_minor, vtuple
 from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv, cudnn_version
 from doctor.model.findings import Evidence, Finding, value_text
 from doctor.model.intents import (
@@ -33,12 +25,12 @@ from doctor.model.intents import (
     ReinstallFramework,
 )
 from doctor.queries import driver_floor
-from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 from doctor.safeio import lazy_compile
 
 
 def _matrix(ctx: Context) -> Matrix:
-    return ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+    return matrix_of(ctx)
 
 
 def row_evidence(rows: list[Row], what: str = "compat") -> list[Evidence]:
@@ -53,7 +45,7 @@ def row_evidence(rows: list[Row], what: str = "compat") -> list[Evidence]:
 
 
 def _driver(facts: Facts) -> str | None:
-    return facts.driver.kernel_module or facts.driver.userspace
+    return beliefs.driver_version(facts)
 
 
 def _gpus(facts: Facts) -> list[Gpu]:
@@ -66,24 +58,6 @@ def _segment(m: Matrix, facts: Facts) -> str | None:
     if not segs or None in segs:
         return None
     return "consumer" if "consumer" in segs else segs[0]
-
-
-def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
-    """(who, cuda version, kind) for every CUDA runtime on the machine: toolkits and framework builds."""
-    out = [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
-           for t in facts.toolkits if t.version and t.source != "pip"]
-    # The pip nvidia-cuda-nvcc wheel is the ptxas XLA (jax[cuda12]) and Triton compile with: a compiler like a
-    # toolkit's, judged the same way (a ptxas newer than the driver's CUDA emits code the driver cannot load).
-    out += [(f"CUDA toolkit {t.version} at {t.root}", t.version, "toolkit")
-            for t in facts.toolkits if t.version and t.source == "pip" and t.nvcc_version]
-    for env in facts.python_envs:
-        for p in env.packages:
-            if p.cpu_only or not p.cuda:
-                continue
-            if p.name in ("torch", "tensorflow", "tf-nightly", "jaxlib", "jax") or p.name.startswith("cupy"):
-                cuda = p.cuda if "." in p.cuda else f"{p.cuda}.0"
-                out.append((label(p), cuda, "framework"))
-    return out
 
 
 def _verdict(m: Matrix, facts: Facts, cuda: str) -> Verdict:
@@ -366,6 +340,8 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
         done = True
         for g in gpus:
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
+            if not cc:
+                continue  # never: the GPUs were chosen for a known compute capability
             evidence = [_cc_evidence(g, cc),
                         Evidence("python_envs.packages",
                                  f"{label(pkg)} arch list {value_text(sass)}, PTX {value_text(ptx)}",
@@ -580,9 +556,9 @@ def _loaded_cudnn(facts: Facts, env: PythonEnv, p: PyPackage) -> tuple[str | Non
     wheel = next(iter(_cudnn_wheels(env)), None)
     if wheel and wheel.version:
         return wheel.version, f"{wheel.name} in {env.executable}"
-    lib = facts.loader.libcudnn
-    if lib and lib.version:
-        return lib.version, lib.path
+    system = facts.loader.libcudnn
+    if system and system.version:
+        return system.version, system.path
     return None, None
 
 
@@ -720,8 +696,6 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
 
 @check("cudnn.cuda_mismatch", "cuDNN", "Each system cuDNN supports the installed CUDA toolkit.", static=True)
 def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    from doctor.matrix import cuda_in
-
     m = _matrix(ctx)
     system = [c for c in facts.cudnn if c.source in ("header", "library") and c.version]
     toolkits = [t for t in facts.toolkits if t.version and t.source != "pip"]
@@ -820,9 +794,9 @@ def libs_shadowed(facts: Facts, ctx: Context) -> Iterator[Finding]:
             problems.append(("libnvJitLink", older, "an older CUDA of the same major on LD_LIBRARY_PATH"))
         evidence = [ev(facts, "env.LD_LIBRARY_PATH"), *[Evidence("python_envs.packages", f"{w.name} {w.version}")
                                                        for w in wheels.values() if w]]
-        if problems and problems[0][0] == "libcudnn_sub":
+        wheel = wheels["libcudnn"]
+        if problems and problems[0][0] == "libcudnn_sub" and wheel is not None:  # a sub-library problem has a wheel
             _lib, path, how = problems[0]
-            wheel = wheels["libcudnn"]
             yield finding(
                 "framework.libs_shadowed", "warn",
                 f"A system cuDNN on LD_LIBRARY_PATH ({path}) will be mixed with the {wheel.name} {wheel.version} wheel "
@@ -875,7 +849,10 @@ def min_host_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise NotApplicable("only with --static (an image build, judged without its future host)")
     m = _matrix(ctx)
     items = runtimes(facts)
-    if not items:
+    req = None if rc.disabled(facts.env.get("NVIDIA_DISABLE_REQUIRE")) else rc.parse(
+        facts.env.get("NVIDIA_REQUIRE_CUDA"))
+    req_row = rc.cuda_floor(m, req) if req else None
+    if not items and not req_row:
         raise NotApplicable("no CUDA runtime in the image (no toolkit, no CUDA build of a framework)")
     native: list[tuple[str, Row]] = []
     floor: list[tuple[str, Row]] = []
@@ -886,20 +863,41 @@ def min_host_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
         native.append((who, need))
         mvc = m.mvc(vtuple(cuda)[0])
         floor.append((who, mvc if mvc and mvc.get("linux_min_driver") else need))
+    if req and req_row:  # the runtime refuses a container below this driver, whatever the libraries could do
+        who = f"NVIDIA_REQUIRE_CUDA (cuda>={req.cuda})"
+        native.append((who, req_row))
+        floor.append((who, req_row))
     top_native = max(native, key=lambda x: vtuple(x[1]["linux_min_driver"]))
     top_floor = max(floor, key=lambda x: vtuple(x[1]["linux_min_driver"]))
     compat = [p.name for p in facts.driver.packages if p.name.startswith("cuda-compat")]
-    detail = (f"{top_native[0]} needs driver ≥ {top_native[1]['linux_min_driver']} for full support; by "
-              f"minor-version compatibility it runs on ≥ {top_floor[1]['linux_min_driver']} (no JIT of newer PTX).")
+    low, high = top_floor[1]["linux_min_driver"], top_native[1]["linux_min_driver"]
+    if top_floor[0].startswith("NVIDIA_REQUIRE_CUDA"):
+        detail = (f"The image's NVIDIA_REQUIRE_CUDA (cuda>={req.cuda}) makes the NVIDIA container runtime refuse "  # type: ignore[union-attr]
+                  f"to start it on a driver older than CUDA {req.cuda}'s ({low}), whatever minor-version "  # type: ignore[union-attr]
+                  "compatibility could do.")
+        branches = rc.branches_text(req) if req else ""
+        if branches:
+            detail += f" Its exceptions also start it on {branches}."
+        elif facts.sources.get("require_cuda"):
+            detail += f" {facts.sources['require_cuda']}."
+    else:
+        detail = (f"{top_native[0]} needs driver ≥ {high} for full support; by minor-version compatibility it runs "
+                  f"on ≥ {low} (no JIT of newer PTX).")
     if compat:
         detail += (f" The image carries {', '.join(compat)}: on data-center GPUs with a supported driver branch, "
                    "forward compatibility lowers this further.")
-    yield finding("image.min_host_driver", "info",
-                  f"This image needs a host driver ≥ {top_floor[1]['linux_min_driver']} "
-                  f"(≥ {top_native[1]['linux_min_driver']} for full support)",
-                  detail, [Evidence("runtime", f"{w}") for w, _c, _k in items]
-                  + row_evidence([top_native[1], top_floor[1]]),
-                  fix=None)
+    title = f"This image needs a host driver ≥ {low}" + (f" (≥ {high} for full support)" if high != low else "")
+    if req and req.exceptions and top_floor[0].startswith("NVIDIA_REQUIRE_CUDA"):
+        consumer = any(s & rc.SEGMENT_BRANDS["consumer"] for _b, s in req.exceptions)
+        names = [str(b) for b, _s in req.exceptions]
+        listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+        title += (f", or a {listed} driver" + (" for the GPU brands it lists" if consumer else
+                                               " on data-center GPUs (not GeForce or TITAN)"))
+    evidence = [Evidence("runtime", f"{w}") for w, _c, _k in items] + row_evidence([top_native[1], top_floor[1]])
+    if req:
+        evidence.insert(0, ev(facts, "env.NVIDIA_REQUIRE_CUDA", req.text if len(req.text) < 160 else
+                              req.text[:157] + "…", "env"))
+    yield finding("image.min_host_driver", "info", title, detail, evidence, fix=None)
 
 
 CHECKS_IMAGE = [min_host_driver]

@@ -6,10 +6,11 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, gpu_present, label, ok
+from doctor.matrix import branch, major_minor
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.model.intents import BlacklistNouveau, InstallDriverBranch, LoadModule, RebuildDkms, ReloadDriver
-from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 
 AREA = "Driver"
 
@@ -26,10 +27,8 @@ def _runs_cuda(b: beliefs.Beliefs, ctx: Context) -> list[Evidence]:
     if b.driver_cuda.value:
         return [Evidence("driver.runs_cuda", str(b.driver_cuda.value), b.driver_cuda.source)]
     version, m = b.driver_version.value, ctx.matrix
-    row = m.newest_cuda_for_driver(version) if version and hasattr(m, "newest_cuda_for_driver") else None
+    row = m.newest_cuda_for_driver(version) if version and m is not None else None
     if row and row.get("version"):
-        from doctor.matrix import major_minor
-
         return [Evidence("driver.runs_cuda", major_minor(row["version"]), row.get("source") or "matrix")]
     return []
 
@@ -327,15 +326,13 @@ def libcuda_stub(facts: Facts, ctx: Context) -> Iterator[Finding]:
 @check("driver.forward_compat", AREA,
        "A forward-compatibility libcuda (cuda-compat) in use fits the GPU and the kernel driver branch.")
 def forward_compat(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    from doctor.matrix import Matrix, branch, current
-
     b = beliefs.of(facts)
     kind = b.libcuda.value
     if kind is None:
         raise Skip(b.libcuda.why)
     if kind not in ("compat", "newer_than_module"):
         raise NotApplicable("the loader resolves the driver's own libcuda (no forward compatibility in use)")
-    m = ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+    m = matrix_of(ctx)
     lib = facts.loader.libcuda
     module = facts.driver.kernel_module
     evidence = [ev(facts, "loader.libcuda", f"{lib.path} {lib.version or ''}".strip() if lib else None),

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from doctor import beliefs
 from doctor.checks.common import driver_installed, ev, finding, frameworks, gpu_present, label, ok, probed
+from doctor.matrix import Matrix, driver_runs_cuda, vtuple
 from doctor.model.facts import Facts, Gpu
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.model.intents import InstallContainerToolkit, ReinstallFramework, UnsetEnvVar
@@ -32,7 +33,8 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
         raise Skip("whether the installed frameworks are CPU or GPU builds is unknown (their build files were "
                    "not readable)")
     # An image checked with --static is built for GPUs: a CPU-only build there is the bug.
-    gpu_expected = gpu_present(facts) or driver_installed(facts) or bool(ctx.options.get("static"))
+    cpu_image = bool(ctx.options.get("cpu"))
+    gpu_expected = gpu_present(facts) or driver_installed(facts) or bool(ctx.options.get("static") and not cpu_image)
     for exe, pkg in fw:
         if pkg.cpu_only is None:
             continue
@@ -42,6 +44,10 @@ def cpu_only_build(facts: Facts, ctx: Context) -> Iterator[Finding]:
                      + (f" (CUDA {pkg.cuda})" if pkg.cuda else ""), *evidence)
             continue
         static = bool(ctx.options.get("static"))
+        if static and cpu_image:
+            yield ok("framework.cpu_only_build", f"{label(pkg)} is a CPU build, as an image meant for CPUs should have "
+                     f"({facts.sources.get('cpu_image') or '--cpu'})", *evidence)
+            continue
         # No GPU and no driver seen, but a CUDA toolkit installed: someone meant this machine for GPU work.
         # (A machine shown to have no NVIDIA GPU at all is not one: the CPU build is the right build there.)
         no_gpu = beliefs.of(facts).no_nvidia_gpu.yes
@@ -80,18 +86,15 @@ def _gpu_intent(facts: Facts) -> str | None:
 def _torch_variant_for(facts: Facts, ctx: Context, version: str | None) -> tuple[str, str] | None:
     """(CUDA variant, why) of this torch release that suits the machine: the newest variant the driver
     runs and whose arch list covers the GPUs; with nothing known, the release's default CUDA."""
-    from doctor.matrix import Matrix, driver_runs_cuda, vtuple
-
     m = ctx.matrix
     if not isinstance(m, Matrix):
         return None
     row = m.torch(version)
     if not row or not row.get("variant"):
         return None
-    drv = facts.driver.kernel_module or facts.driver.userspace
-    ccs = [g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
-           for g in facts.gpus if g.source != "pci"]
-    ccs = [c for c in ccs if c]
+    drv = beliefs.driver_version(facts)
+    ccs: list[str] = [c for c in (g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
+                                  for g in facts.gpus if g.source != "pci") if c]
     for var in sorted(row["variant"], key=lambda v: vtuple(v["cuda"]), reverse=True):
         if drv and not driver_runs_cuda(m, drv, var["cuda"]).ok:
             continue
@@ -408,8 +411,6 @@ def wsl_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
 @check("framework.cuda_unavailable", "Python & frameworks",
        "Each CUDA build of a framework sees the GPU (torch.cuda.is_available() / its device list).")
 def cuda_unavailable(facts: Facts, ctx: Context) -> Iterator[Finding]:
-    from doctor.matrix import Matrix, driver_runs_cuda
-
     asked = [(exe, p) for exe, p in frameworks(facts) if p.deep and p.deep.is_available is not None]
     if not asked:
         raise NotApplicable("no framework was asked whether it sees a GPU (only with --deep, or from a "

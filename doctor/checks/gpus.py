@@ -8,10 +8,10 @@ from functools import cache
 from typing import Any
 
 from doctor.checks.common import finding, ok
-from doctor.matrix import Matrix, current
+from doctor.matrix import Matrix, bundled
 from doctor.model.facts import Facts, Gpu, XidEvent
 from doctor.model.findings import Evidence, Finding, FixStep
-from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 from doctor.safeio import lazy_compile
 
 AREA = "GPUs"
@@ -70,8 +70,6 @@ def _memory_in_use(g: Gpu) -> Iterator[Finding]:
 @cache
 def xid_catalog() -> dict[int, dict[str, Any]]:
     """NVIDIA's Xid catalog as reviewed data (compat/xid.toml, shipped in the package)."""
-    from doctor.matrix import bundled
-
     return {row["xid"]: row for row in bundled().rows("xid", "xid") if isinstance(row.get("xid"), int)}
 
 
@@ -210,9 +208,7 @@ def _throttling(g: Gpu) -> Iterator[Finding]:
        "GPU below its slot's width, or any GPU at x1/x4, is a finding; a consumer, workstation or laptop GPU at x8 "
        "is normal.")
 def pcie_degraded(facts: Facts, ctx: Context) -> list[Finding]:
-    m = ctx.matrix
-    if not isinstance(m, Matrix):
-        m = current()
+    m = matrix_of(ctx)
     return _each_known(facts, lambda g: _pcie_degraded(g, _segment(m, g)), "pcie_width_max", "PCIe link width")
 
 
@@ -238,7 +234,7 @@ def _pcie_degraded(g: Gpu, segment: str | None) -> Iterator[Finding]:
     evidence = [_gev(g, "pcie_width_current"), _gev(g, "pcie_width_max"), _gev(g, "pcie_gen_current"),
                 _gev(g, "pcie_gen_max"), Evidence(f"gpus[{g.index}].segment", segment, "matrix (gpus.toml)")]
     by_design = segment in ("consumer", "workstation", "laptop", "embedded") or (
-        bool(g.name) and any(w in _norm(g.name).split() for w in _X8_BY_DESIGN))
+        bool(g.name and any(w in _norm(g.name).split() for w in _X8_BY_DESIGN)))
     if cur >= top or (cur >= 8 and (by_design or segment is None)):
         note = "" if cur >= top else (" — normal for this platform (boards with two GPUs split x16 into x8/x8; "
                                       "laptops and some cloud instances wire x8)")

@@ -5,18 +5,19 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterator
 
+from doctor import beliefs
 from doctor.checks.common import ev, finding, ok
-from doctor.matrix import Matrix, Row, current, vtuple
+from doctor.matrix import Matrix, Row, vtuple
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding
-from doctor.registry import Context, NotApplicable, Skip, check
+from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 
 AREA = "Driver"
 _DESIGNATION = {"LTSB": "Long Term Support Branch", "PB": "Production Branch", "NFB": "New Feature Branch"}
 
 
 def _matrix(ctx: Context) -> Matrix:
-    return ctx.matrix if isinstance(ctx.matrix, Matrix) else current()
+    return matrix_of(ctx)
 
 
 def _today(facts: Facts) -> _dt.date:
@@ -44,7 +45,7 @@ def _month(row: Row) -> str:
 
 
 def _branch(m: Matrix, facts: Facts) -> tuple[int | None, str]:
-    drv = facts.driver.kernel_module or facts.driver.userspace
+    drv = beliefs.driver_version(facts)
     if not drv:
         raise Skip("the driver version is unknown")
     if facts.host.wsl and not facts.driver.kernel_module:

@@ -8,7 +8,7 @@ from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok, probed
 from doctor.checks.compat import built_cudnn
 from doctor.matrix import Matrix, vtuple
-from doctor.model.facts import Facts, PyPackage
+from doctor.model.facts import Cudnn, Facts, PyPackage
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.model.intents import OnlyIfWanted, ReinstallFramework
 from doctor.registry import Context, NotApplicable, Skip, check
@@ -126,6 +126,11 @@ def toolkit_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 "or a system CUDA toolkit of the version the framework was built for.",
             intents=[ReinstallFramework(exe, p.name, p.version, reason="runtime") for exe, p in owners],
         )
+    elif ctx.options.get("static") and fw:  # a runtime image whose framework brings its CUDA: as it should be
+        yield ok("toolkit.missing", "No CUDA toolkit in the image, and none is needed: every framework here brings "
+                 "its own CUDA runtime (" + ", ".join(label(p) for _e, p in fw) + ")", Evidence("toolkits", []),
+                 detail="Building CUDA extensions (flash-attn, torch.utils.cpp_extension) in the image would need "
+                        "nvcc: an nvidia/cuda *-devel base.")
     else:
         why = ("every framework here brings its own CUDA runtime: " + ", ".join(label(p) for _e, p in fw)) if fw \
             else "nothing here needs one yet; you need it to compile CUDA code (nvcc, extensions)"
@@ -236,7 +241,10 @@ NEEDS_CUDNN = ("tensorflow", "tf-nightly", "jax", "jaxlib")
 @check("cudnn.missing", "cuDNN", "cuDNN is installed where a framework needs a system cuDNN.", static=True)
 def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if facts.cudnn:
-        shown = ", ".join(f"{c.version} ({c.source}: {c.location})" for c in facts.cudnn[:3])
+        def version(c: Cudnn) -> str:  # an image tag like …-cudnn-runtime names cuDNN but not its version
+            return c.version or ("cuDNN (version not in the tag)" if c.source == "image" else "version unknown")
+
+        shown = ", ".join(f"{version(c)} ({c.source}: {c.location})" for c in facts.cudnn[:3])
         absent = list(_major_absent(facts, ctx))
         for exe, p, built in absent:
             major = vtuple(built)[0]
@@ -245,7 +253,7 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 f"{label(p)} was built with cuDNN {built} and loads libcudnn.so.{major} by name; no cuDNN {major}.x "
                 "is installed, so it cannot use the GPU (TensorFlow logs 'Could not load dynamic library "
                 f"libcudnn.so.{major}'; JAX: 'Unable to load cuDNN').",
-                [*[Evidence(f"cudnn[{i}]", c.version, c.source) for i, c in enumerate(facts.cudnn)],
+                [*[Evidence(f"cudnn[{i}]", version(c), c.source) for i, c in enumerate(facts.cudnn)],
                  Evidence("python_envs.packages", f"{label(p)} built with cuDNN {built}", exe)],
                 fix=f"Install cuDNN {major} for the framework's CUDA"
                     + (f" (`pip install 'nvidia-cudnn-cu{(p.cuda or '12').split('.')[0]}=={major}.*'`)"
@@ -253,7 +261,7 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 intents=[ReinstallFramework(exe, p.name, p.version, reason="cudnn")])
         if not absent:
             yield ok("cudnn.missing", f"cuDNN found: {shown}",
-                     *[Evidence(f"cudnn[{i}]", c.version, c.source) for i, c in enumerate(facts.cudnn)])
+                     *[Evidence(f"cudnn[{i}]", version(c), c.source) for i, c in enumerate(facts.cudnn)])
         return
     owners = [(e, p) for e, p in frameworks(facts) if p.name in NEEDS_CUDNN and p.cpu_only is False]
     needy = [p for _e, p in owners]

@@ -18,9 +18,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("checks", nargs="*", metavar="CHECK_ID", help="run only these checks (ids from --list-checks)")
         out = p.add_argument_group("output")
         out.add_argument("--format", choices=tuple(FORMATS), default=None,
-                         help="text (default; for people), json (schema gpu-doctor.report/v1), junit (each check a "
-                         "test case, for CI), markdown (for an issue; facts in a collapsible block), github (GitHub "
-                         "Actions annotations), prometheus (metrics gpu_doctor_*), nfd (Node Feature Discovery labels)")
+                         help=", ".join(f"{f.name} ({'default; ' if f.name == 'text' else ''}{f.about})"
+                                        for f in FORMATS.values()))
         out.add_argument("--output", metavar="PATH", help="write the report to PATH instead of standard output: "
                          "atomically over a regular file (node_exporter's textfile directory for prometheus, NFD's "
                          "features.d for nfd), through a character device or a FIFO with a reader; a symlink is "
@@ -45,6 +44,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                           help="with --dockerfile: a build argument, as for `docker build` (repeatable)")
         gate.add_argument("--context", metavar="DIR", help="with --dockerfile: the build context requirements files "
                           "and projects are read from, as `docker build DIR` (default: the Dockerfile's directory)")
+        gate.add_argument("--cpu", action="store_true",
+                          help="with --static/--dockerfile: the image is meant for CPUs: CPU builds of the frameworks "
+                          "are right, and it is ready without CUDA (an image can say so itself with "
+                          "LABEL gpu-doctor.cpu=true)")
         gate.add_argument("--target-gpu", metavar="NAME", help='with --static: the GPU the image will run on '
                           '(e.g. "H100 80GB HBM3"), for the arch checks')
         gate.add_argument("--target-cc", metavar="X.Y", help="with --static: the compute capability instead of a name")
@@ -141,7 +144,10 @@ def checked_python(host: Any, given: str) -> str:
 
 
 def collect_from_args(args: argparse.Namespace) -> Any:
-    from doctor.probes import collect
+    from doctor import children
+
+    children.prepare()  # the probes' commands follow: the reaper starts while they are imported
+    from doctor.pipeline import collect
 
     return collect(host_from_args(args), pythons=args.python, deep=args.deep, deep_timeout=args.deep_timeout)
 
@@ -183,52 +189,31 @@ def facts_from_collect_env(path: str) -> Any:
 def cmd_check(args: argparse.Namespace) -> int:
     import time
 
-    from doctor.checks import REGISTRY, by_id
-
     started = time.monotonic()  # JUnit's `time`: how long the check took, collection included
-
     if args.list_checks:
-        sys.stdout.write(list_checks(REGISTRY))
-        return EXIT_OK
-    selected = None
-    if args.checks:
-        unknown = [c for c in args.checks if by_id(c) is None]
-        if unknown:
-            import difflib
-
-            close = difflib.get_close_matches(unknown[0], [c.id for c in REGISTRY], n=1, cutoff=0.6)
-            hint = f": did you mean {close[0]!r}?" if close else ""
-            raise UsageError(f"unknown command or check id {unknown[0]!r}{hint} (commands: `gpu-doctor --help`; "
-                             "check ids: `gpu-doctor check --list-checks`)")
-        selected = [by_id(c) for c in args.checks]
+        return list_checks()
+    selected = selected_checks(args.checks)
     if args.facts and args.collect_env:
         raise UsageError("--facts and --from-collect-env each name the machine to diagnose: give one")
     if (args.facts or args.collect_env) and (args.root is not None or args.python or args.deep):
         raise UsageError("--facts and --from-collect-env replay a recorded machine: "
                          "--root, --python and --deep do not apply")
     requirements = _requirements(args.require)
-    if (getattr(args, "build_arg", None) or getattr(args, "context", None)) and not getattr(args, "dockerfile", None):
-        raise UsageError("--build-arg and --context describe a Dockerfile's build: add --dockerfile")
-    image = dockerfile_image(args) if getattr(args, "dockerfile", None) else None
-    if image is not None:
-        args.static = True
-    if not args.static and (args.target_gpu or args.target_cc or args.host_driver):
-        raise UsageError("--target-gpu, --target-cc and --host-driver describe an image's future host: add --static")
-    if image is not None:
-        facts = image.facts
-    elif args.collect_env:
-        facts = facts_from_collect_env(args.collect_env)
-    else:
-        facts = load_facts_file(args.facts) if args.facts else collect_from_args(args)
+    image, facts = facts_to_check(args)
 
     from doctor import pipeline
     from doctor.matrix import current
 
     matrix = current()
+    cpu = bool(args.static and (getattr(args, "cpu", False) or facts.sources.get("cpu_image")))
     if args.static:
         facts = static_view(facts, matrix, args.host_driver, args.target_gpu, args.target_cc)
+        if cpu and not facts.sources.get("cpu_image"):  # the report says why a CPU build is right here
+            from dataclasses import replace
+
+            facts = replace(facts, sources={**facts.sources, "cpu_image": "--cpu"})
     report = pipeline.check(facts, matrix, checks=selected, static=args.static,  # type: ignore[arg-type]
-                            requirements=requirements, image=image)
+                            requirements=requirements, image=image, cpu=cpu)
     fmt = "json" if args.json else (args.format or "text")
     elapsed = time.monotonic() - started
     if getattr(args, "output", None):
@@ -243,7 +228,49 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 
-def list_checks(registry: list[Any], width: int | None = None) -> str:
+def list_checks() -> int:
+    from doctor.checks import REGISTRY
+
+    sys.stdout.write(list_checks_text(REGISTRY))
+    return EXIT_OK
+
+
+def selected_checks(ids: list[str]) -> list[Any] | None:
+    """The checks named on the command line (None: all); a usage error, with the closest id, for an unknown one."""
+    if not ids:
+        return None
+    from doctor.checks import REGISTRY, by_id
+
+    unknown = [c for c in ids if by_id(c) is None]
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], [c.id for c in REGISTRY], n=1, cutoff=0.6)
+        hint = f": did you mean {close[0]!r}?" if close else ""
+        raise UsageError(f"unknown command or check id {unknown[0]!r}{hint} (commands: `gpu-doctor --help`; "
+                         "check ids: `gpu-doctor check --list-checks`)")
+    return [by_id(c) for c in ids]
+
+
+def facts_to_check(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(the Dockerfile's image or None, the facts to diagnose): a Dockerfile, a collect_env report, a snapshot or
+    report file, else this machine's probes; usage errors for options that do not go together."""
+    if (getattr(args, "build_arg", None) or getattr(args, "context", None)) and not getattr(args, "dockerfile", None):
+        raise UsageError("--build-arg and --context describe a Dockerfile's build: add --dockerfile")
+    image = dockerfile_image(args) if getattr(args, "dockerfile", None) else None
+    if image is not None:
+        args.static = True
+    if not args.static and (args.target_gpu or args.target_cc or args.host_driver or getattr(args, "cpu", False)):
+        raise UsageError("--target-gpu, --target-cc, --host-driver and --cpu describe an image's future host: add "
+                         "--static")
+    if image is not None:
+        return image, image.facts
+    if args.collect_env:
+        return None, facts_from_collect_env(args.collect_env)
+    return None, load_facts_file(args.facts) if args.facts else collect_from_args(args)
+
+
+def list_checks_text(registry: list[Any], width: int | None = None) -> str:
     """One entry per check: its id (first on its line, for scripts), area and summary, then the finding codes,
     wrapped to the terminal (100 columns when not a terminal) under the summary's column."""
     import shutil

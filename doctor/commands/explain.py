@@ -30,9 +30,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 def run(name: str, args: argparse.Namespace) -> int:
     from doctor import explain
+    from doctor.errors import signatures
 
     if args.list:
-        for sig in explain.signatures():
+        for sig in signatures():
             print(f"{sig.id:<38} {sig.title}")
         return EXIT_OK
     text = _text(args)

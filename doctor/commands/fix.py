@@ -10,10 +10,10 @@ from typing import Any
 
 from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
 from doctor.commands.check import add_probe_options, collect_from_args, load_facts_file
+from doctor.pipeline import PYTHON_FORMATS, SCRIPT_FORMATS
 from doctor.safeio import display
 
-FORMATS = ("auto", "apt", "dnf", "conda", "pip")
-PYTHON_FORMATS = ("pip", "conda")  # only what the Python environment can do: the plan takes its Python-only routes
+FORMATS = SCRIPT_FORMATS
 FILES = ("script", "requirements", "constraints", "environment")
 PIN_MARK = "# gpu-doctor-pin v1"
 
@@ -73,22 +73,13 @@ def _write(args: argparse.Namespace, text: str, executable: bool = False) -> Non
 
 
 def renderers(plan: Any, fmt: str) -> tuple[Any, Any]:
-    """(system renderer, Python renderer) for a format."""
-    from doctor.render import apt, conda, dnf, pip
+    """(system renderer, Python renderer) for a format; a usage error when the format cannot render the plan."""
+    from doctor.pipeline import ScriptFormatError, script_renderers
 
-    python = conda if plan.python_origin == "CONDA_PREFIX" else pip
-    if fmt == "pip":
-        return None, pip
-    if fmt == "conda":
-        return None, conda
-    if fmt in ("apt", "dnf"):
-        mod = apt if fmt == "apt" else dnf
-        if not mod.supports(plan.os_id, plan.os_version):
-            raise UsageError(f"--format {fmt}: the plan is for {plan.os_id or '?'} {plan.os_version or '?'}; {fmt} "
-                             "renders Ubuntu 20.04/22.04/24.04 and Debian 11/12/13 (apt), RHEL/Rocky/Alma 8/9 (dnf)")
-        return mod, python
-    system = next((m for m in (apt, dnf) if m.supports(plan.os_id, plan.os_version)), None)
-    return system, python
+    try:
+        return script_renderers(plan, fmt)
+    except ScriptFormatError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def make_plan(facts: Any, args: argparse.Namespace) -> Any:
@@ -107,10 +98,8 @@ def make_plan(facts: Any, args: argparse.Namespace) -> Any:
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
-    from doctor import __version__
-    from doctor.matrix import current
+    from doctor import pipeline
     from doctor.render import conda, pip
-    from doctor.render.fixscript import render_script
 
     facts = _facts(args)
     plan = make_plan(facts, args)
@@ -121,17 +110,14 @@ def cmd_fix(args: argparse.Namespace) -> int:
         _write(args, pip.requirements(plan))
         return EXIT_OK
     if args.file == "constraints":
-        _write(args, pip.constraints(plan, current()))
+        _write(args, pip.constraints(plan))
         return EXIT_OK
     if args.file == "environment":
         env = next((e for e in facts.python_envs if e.packages), None)
         _write(args, conda.environment_yml(plan, _mm(env.version) if env else None))
         return EXIT_OK
-    system, python = renderers(plan, args.format)
-    label = args.format if args.format != "auto" else "+".join(
-        m.__name__.rsplit(".", 1)[-1] for m in (system, python) if m is not None)
-    _write(args, render_script(plan, system, python, label, __version__,
-                               python_only=args.format in PYTHON_FORMATS), executable=True)
+    renderers(plan, args.format)  # a usage error when the format cannot render this plan
+    _write(args, pipeline.fix_script(plan, args.format), executable=True)
     return EXIT_OK
 
 
@@ -146,8 +132,10 @@ def _mm(version: str | None) -> str | None:
 
 def pins(facts: Any) -> list[tuple[str, str, str]]:
     """(kind, name, version) of what keeps this machine healthy: driver, its packages, framework wheels."""
+    from doctor.beliefs import driver_version
+
     out: list[tuple[str, str, str]] = []
-    drv = facts.driver.kernel_module or facts.driver.userspace
+    drv = driver_version(facts)
     if drv:
         out.append(("driver", "nvidia", drv))
     for p in facts.driver.packages:
@@ -179,8 +167,8 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
 def render_pin(facts: Any, fmt: str) -> str:
     from doctor import __version__
-    from doctor.fixplan import FixPlan, HoldPackages, PinDriverBranch, PlanStep
     from doctor.matrix import branch, major_minor
+    from doctor.model.plan import FixPlan, HoldPackages, PinDriverBranch, PlanStep
     from doctor.render import apt, dnf
     from doctor.render.fixscript import render_script
 
@@ -207,7 +195,9 @@ def render_pin(facts: Any, fmt: str) -> str:
         raise UsageError(f"--format {fmt}: this machine is {h.os_id or '?'} {h.os_version or '?'}")
     manager = "dpkg" if fmt == "apt" else "rpm"
     held = [p.name for p in facts.driver.packages if p.manager in (manager, None)]
-    drv = facts.driver.kernel_module or facts.driver.userspace
+    from doctor.beliefs import driver_version
+
+    drv = driver_version(facts)
     actions: list[Any] = []
     if held:
         actions.append(HoldPackages(held))

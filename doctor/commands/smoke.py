@@ -125,15 +125,16 @@ def _chain(*tests: Any) -> Any:
     """Several tests as one: their progress in turn, then one outcome with all the findings. A callable is
     called with the results so far and returns the test (a later test that depends on an earlier one)."""
     from doctor.active.events import Outcome
-    from doctor.active.gpu import status_of
     from doctor.model.facts_active import ActiveFacts
+    from doctor.model.severity import status
+    from doctor.pipeline import judged
 
     findings: list[Any] = []
     results: dict[str, Any] = {}
     active = ActiveFacts()
     summaries = []
     for test in tests:
-        for ev in (test(results) if callable(test) else test):
+        for ev in judged(test(results) if callable(test) else test):
             if isinstance(ev, Outcome):
                 findings += ev.findings
                 results.update(ev.results)
@@ -141,7 +142,7 @@ def _chain(*tests: Any) -> Any:
                 summaries.append(ev.summary)
             else:
                 yield ev
-    yield Outcome(status_of(findings), "; ".join(summaries), findings, results, active)
+    yield Outcome(status(f.severity for f in findings), "; ".join(summaries), findings, results, active)
 
 
 def _gpus(text: str) -> Any:
@@ -213,10 +214,11 @@ def _framework_events(args: argparse.Namespace) -> Any:
 def _report(name: str, args: argparse.Namespace, events: Any) -> int:
     from doctor.active.events import StderrProgress, last_outcome
     from doctor.host import Host
+    from doctor.pipeline import judged
     from doctor.pipeline import render as render_report
     from doctor.probes import collect
 
-    outcome = last_outcome(events, StderrProgress(quiet=args.quiet))
+    outcome = last_outcome(judged(events), StderrProgress(quiet=args.quiet))
     # The facts go into the report so it is the same document as `check --json`; they are collected after
     # the test, so a GPU the test broke shows as broken. What the test measured is recorded in them.
     # The header names the interpreter(s) the test ran in: the --python given, not the default one.
@@ -255,13 +257,14 @@ def with_active(facts: Any, outcome: Any) -> Any:
 def active_report(facts: Any) -> Any:
     """The report of the active-test checks on these facts: the same findings `check --facts` gives for them.
     Checks with nothing recorded (not applicable) are left out of the list."""
+    from dataclasses import replace
+
     from doctor.checks.active import CHECKS
-    from doctor.model.report import Report
     from doctor.pipeline import diagnose
 
     full = diagnose(facts, checks=list(CHECKS))
     ran = [c for c in full.checks if c.status != "not_applicable"]
-    return Report(facts=facts, findings=full.findings, checks=ran, matrix=full.matrix)
+    return replace(full, checks=ran)
 
 
 def _write_snapshot(path: str, facts: Any) -> None:

@@ -190,7 +190,7 @@ def tui_sources(args: argparse.Namespace) -> tuple[list, int, object]:
     host = host_from_args(args)  # validates --root and --python now, not inside the TUI
     sampler = None
     if host.live:
-        from doctor.tui.live import sample_gpus
+        from doctor.pipeline import sample_gpus
 
         def sampler() -> object:
             return sample_gpus(host)

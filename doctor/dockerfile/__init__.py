@@ -11,6 +11,11 @@ built image. What each line contributes is read, never run:
 * ``ENV`` (and the base image's own ENV lines) for LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES,
   NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES, CONDA_OVERRIDE_CUDA …; ``ARG`` defaults substitute.
 
+Nothing is executed: an install on a shell branch (if/case/for, `||`, after a test), a lock-file sync (uv sync,
+poetry, pipenv), a script run by its path, a requirements file a RUN clones, is "unknown what this installs" at its
+line. Values are bounded (syntax.MAX_VALUE, MAX_DIGITS, image.MAX_STAGES, installs.MAX_COMMANDS): a Dockerfile that
+would make them grow is refused with one line (DockerfileError), never read for minutes.
+
 Multi-stage builds: the final stage is judged (with what it inherits from earlier stages it is built FROM
 or COPYs --from). Each fact remembers its line, so every finding can point at ``Dockerfile:12``.
 """

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doctor.dockerfile.syntax import commands, substitute
+from doctor.dockerfile.syntax import MAX_VALUE, TooLarge, bounded, commands, substitute
 from doctor.model.facts import PyPackage
 
 PIP_VALUE_OPTIONS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-r", "--requirement", "-c",
@@ -34,26 +34,77 @@ class PipCall:
     python: str | None = None  # the image's Python version, when the base says (python:3.10 → 3.10)
     arch: str = "x86_64"  # the matrix describes the Linux x86_64 wheels
     uninstall: bool = False
+    target: bool = False  # --target / --prefix / --root: installed outside the image's environment
+    editables: list[str] = field(default_factory=list)  # -e X: always a local path (or a VCS URL), never a PyPI name
     text: str = ""
 
 
 def _expand(words: list[str], scope: dict[str, str], shell: dict[str, str]) -> list[str]:
-    return [substitute(w, {**scope, **shell}) for w in words]
+    both = {**scope, **shell}
+    out = [substitute(w, both) if "$" in w else w for w in words]
+    if sum(map(len, out)) > 16 * MAX_VALUE and sum(map(len, out)) > 2 * sum(map(len, words)):
+        raise TooLarge(f"a command expands to more than {16 * MAX_VALUE} characters; too large to judge")
+    return out
 
 
+MAX_COMMANDS = 2_000  # commands read in one RUN
+MAX_SPECS = 2_000  # requirements resolved for one RUN (a long requirements file included)
 WRAPPERS = ("sudo", "env", "time", "nice", "nohup", "eatmydata", "exec", "command")
 SYSTEM_MANAGERS = {"apt-get": "dpkg", "apt": "dpkg", "yum": "rpm", "dnf": "rpm", "microdnf": "rpm", "tdnf": "rpm"}
 
 
-def parse_run(script: str, line: int, scope: dict[str, str]
-              ) -> tuple[list[PipCall], list[list[str]], list[tuple[str, list[str]]]]:
-    """The pip-like, conda-like and system package manager (apt, dnf …) install calls of one RUN."""
+LOCKED = {"uv": ("sync",), "poetry": ("install", "sync"), "pipenv": ("install", "sync"), "pdm": ("install", "sync"),
+          "hatch": ("env",), "pixi": ("install",)}
+SHELLS = ("sh", "bash", "zsh", "dash", ".", "source")
+SYSTEM_DIRS = ("/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/opt/conda/bin/")
+NO_INSTALL = ("download", "index", "wheel", "show", "list", "freeze", "check", "config", "cache", "inspect", "hash",
+              "debug", "help", "search", "compile", "tree", "lock")
+
+
+def opaque_command(argv: list[str]) -> str | None:
+    """What a command hands over to that gpu-doctor does not read: a script run by its path (./install.sh,
+    /opt/setup.sh, `bash x.sh`, `. /clone.sh`), a lock-file install (uv sync, poetry install, pipenv, pdm),
+    `python setup.py install`. None for anything else."""
+    if not argv:
+        return None
+    name = argv[0] if argv[0] == "." else Path(argv[0]).name
+    if name in LOCKED and len(argv) > 1 and argv[1] in LOCKED[name]:
+        return f"`{name} {argv[1]}` installs what the project's lock file says"
+    if name in SHELLS:
+        script = next((w for w in argv[1:] if not w.startswith("-")), None)
+        if name in (".", "source") and script and (Path(script).name == "activate" or script.startswith("/etc/")):
+            return None  # activating a virtual environment, reading /etc/os-release: nothing installed
+        if "-c" in argv[1:]:
+            return None if not any("$(" in w or "`" in w for w in argv) else f"`{name} -c` runs a fetched script"
+        return f"runs the script {script}" if script else None
+    if re.fullmatch(r"python\d*(\.\d+)?", name) and len(argv) > 2 and argv[1] == "setup.py" and argv[2] in (
+            "install", "develop"):
+        return f"`python setup.py {argv[2]}` installs the project and whatever its setup.py asks for"
+    if re.fullmatch(r"(pip|python)\d*(\.\d+)?|conda|mamba|micromamba|uv|apt-get|apt|dnf|yum|microdnf|tdnf|"
+                    r"ldconfig|nvcc|git|curl|wget|tar|make|cmake|ninja", name):
+        return None  # a known program by its path (/opt/venv/bin/pip, /usr/local/cuda/bin/nvcc), not a script
+    if argv[0].startswith(("./", "../", "~/")) or (argv[0].startswith("/") and (
+            argv[0].endswith((".sh", ".bash", ".py")) or not argv[0].startswith(SYSTEM_DIRS))):
+        return f"runs the script {argv[0]}"
+    return None
+
+
+def parse_run(script: str, line: int, scope: dict[str, str], depth: int = 0
+              ) -> tuple[list[PipCall], list[list[str]], list[tuple[str, list[str]]], list[str]]:
+    """The pip-like, conda-like and system package manager (apt, dnf …) install calls of one RUN, and what
+    the reader cannot know it installs (an install on a branch, a script, a lock-file sync), said in words."""
     pips: list[PipCall] = []
     condas: list[list[str]] = []
     systems: list[tuple[str, list[str]]] = []
+    unknown: list[str] = []
+    branched: dict[str, list[str]] = {}  # installs on a branch, by the kind of branch (if, case, for, ||, &&)
     shell: dict[str, str] = {}  # VAR=value assignments earlier in the same RUN (the first one wins: `A && X=1 || X=2`)
-    for argv in commands(script):
-        argv = _expand(argv, scope, shell)
+    cmds = commands(script)
+    if len(cmds) > MAX_COMMANDS:  # bounded work: no real RUN line holds thousands of commands
+        unknown.append(f"a RUN of {len(cmds)} commands: those after the first {MAX_COMMANDS} are not read")
+        cmds = cmds[:MAX_COMMANDS]
+    for cmd in cmds:
+        argv = _expand(cmd.argv, scope, shell)
         while argv and (re.fullmatch(r"[A-Za-z_]\w*=.*", argv[0]) or argv[0] in WRAPPERS):
             word = argv.pop(0)
             if word in WRAPPERS:  # `sudo -E pip install …`, `env X=1 pip …`: the command is what follows
@@ -61,23 +112,63 @@ def parse_run(script: str, line: int, scope: dict[str, str]
                     argv.pop(0)
                 continue
             k, v = word.split("=", 1)
-            shell.setdefault(k, v)
+            if not cmd.conditional:
+                shell.setdefault(k, v)
+        if len(argv) > 1 and Path(argv[0]).name in ("conda", "mamba", "micromamba", "uv", "poetry", "pipenv") \
+                and argv[1] == "run":  # `conda run -n env pip install …`: the command is what follows its options
+            rest_run = argv[2:]
+            while rest_run and rest_run[0].startswith("-"):
+                takes = rest_run[0] in ("-n", "--name", "-p", "--prefix", "--python", "--with", "--cwd")
+                rest_run = rest_run[2:] if takes else rest_run[1:]
+            argv = rest_run
+        shell_c = Path(argv[0]).name in ("sh", "bash", "zsh", "dash") and "-c" in argv[1:-1] if argv else False
+        if shell_c and depth < 4:  # `bash -c "pip install …"`, exec-form RUN ["/bin/bash", "-c", "…"]: read inside
+            inner = argv[argv.index("-c") + 1]
+            p2, c2, s2, u2 = parse_run(inner, line, {**scope, **shell}, depth + 1)
+            pips += p2
+            condas += c2
+            systems += s2
+            unknown += u2
+            continue
         if argv and argv[0] in ("export", "ENV"):
             for w in argv[1:]:
-                if "=" in w:
+                if "=" in w and not cmd.conditional:
                     k, v = w.split("=", 1)
                     shell.setdefault(k, v)
             continue
+        handed = opaque_command(argv)
+        if handed:
+            unknown.append(handed + ("" if not cmd.conditional else f" (under `{cmd.conditional}`)"))
+            continue
         rest = _pip_args(argv)
+        base = Path(argv[0]).name if argv else ""
+        installs = (rest is not None and rest[:1] and rest[0] in ("install", "uninstall")) or (
+            base in ("conda", "mamba", "micromamba") and "install" in argv[1:3]) or (
+            base in SYSTEM_MANAGERS and "install" in argv[1:3])
+        if installs and cmd.conditional:
+            branched.setdefault(cmd.conditional, []).append(" ".join(argv)[:100])
+            continue
         if rest is not None and rest and rest[0] in ("install", "uninstall"):
-            call = _pip_call(rest, line)
-            _index_from_env(call, {**scope, **shell}, uv=Path(argv[0]).name == "uv")
+            if any(w in ("--dry-run", "--report", "--download", "-d") or w.startswith(("--dry-run", "--report="))
+                   for w in rest):
+                continue  # pip install --dry-run / --report: nothing is installed
+            call = _pip_call([bounded(w, "a pip argument") for w in rest], line)
+            unset = [w for w in call.specs + call.requirements if "$" in w]
+            if unset:  # a variable set on a branch, or by the base image: which package it names is unknown
+                unknown.append(f"`{' '.join(argv)[:100]}` names {unset[0]}, whose value gpu-doctor cannot know")
+                call.specs = [w for w in call.specs if "$" not in w]
+                call.requirements = [w for w in call.requirements if "$" not in w]
+            if call.target:
+                continue  # --target / --prefix DIR: not the image's Python environment
+            _index_from_env(call, {**scope, **shell}, uv=base == "uv")
             pips.append(call)
             continue
-        base = Path(argv[0]).name if argv else ""
+        if rest is not None:
+            continue  # pip download / index / wheel …: nothing is installed
         if base in ("conda", "mamba", "micromamba") and len(argv) > 1:
             sub = argv[2:] if argv[1] == "env" else argv[1:]  # `conda env create -f environment.yml`
-            if sub and sub[0] in ("install", "create", "update"):
+            if sub and sub[0] in ("install", "create", "update") and "--dry-run" not in sub:
+                sub = [bounded(w, "a conda argument") for w in sub]
                 files = [w.split("=", 1)[1] if "=" in w else (sub[i + 1] if i + 1 < len(sub) else "")
                          for i, w in enumerate(sub) if w in ("-f", "--file") or w.startswith("--file=")]
                 if argv[1] == "env" and not files:
@@ -86,9 +177,13 @@ def parse_run(script: str, line: int, scope: dict[str, str]
                 if argv[1] != "env":
                     condas.append(sub[1:])
         if base in SYSTEM_MANAGERS and "install" in argv[1:3]:
-            systems.append((SYSTEM_MANAGERS[base], [w for w in argv[argv.index("install") + 1:]
+            systems.append((SYSTEM_MANAGERS[base], [bounded(w, "a package") for w in argv[argv.index("install") + 1:]
                                                     if not w.startswith("-")]))
-    return pips, condas, systems
+    for kind, whats in branched.items():  # one sentence per kind of branch, naming each install on it
+        branch = "only if the test before its `&&` holds" if kind == "&&" else f"only on a branch of `{kind}`"
+        shown = "`, `".join(whats[:4]) + ("` …" if len(whats) > 4 else "`")
+        unknown.append(f"`{shown} run{'s' if len(whats) == 1 else ''} {branch}, which gpu-doctor does not evaluate")
+    return pips, condas, systems, unknown
 
 
 def _index_from_env(call: PipCall, env: dict[str, str], uv: bool) -> None:
@@ -140,6 +235,9 @@ def _pip_call(words: list[str], line: int) -> PipCall:
                 call.torch_backend = value
             elif opt in ("-e", "--editable"):
                 call.specs.append(value)
+                call.editables.append(value)
+            elif opt in ("-t", "--target", "--prefix", "--root"):
+                call.target = True
             continue
         if w in ("-U", "--upgrade", "--force-reinstall", "-I", "--ignore-installed", "--reinstall"):
             call.upgrade = True
@@ -255,6 +353,11 @@ def resolve_torch(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, 
     if flavour is None and extra and row and (extra == "cpu" or (extra.startswith("cu") and any(
             mm(v.get("cuda")) == _cu(extra) for v in row.get("variant", [])))):
         flavour = extra
+    elif flavour is None and extra and row is None:  # a release older than the matrix: the page's own flavour
+        flavour = extra
+        notes.append((call.line, f"torch {version} is not in the matrix: read as the {extra} build that "
+                      f"{next(u for u in call.extra_index_urls if extra in u)} offers (its local version sorts "
+                      "above PyPI's)"))
     if flavour == "cpu":
         return PyPackage(name="torch", version=f"{version}+cpu", cuda=None, cpu_only=True)
     if flavour and flavour.startswith("rocm"):
@@ -273,7 +376,7 @@ def mm(v: Any) -> str | None:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
-def _wheel_spec(spec: str) -> str | None:
+def wheel_spec(spec: str) -> str | None:
     """A wheel file or URL as a pinned requirement: .../torch-2.1.0%2Bcu121-cp311-…whl → torch==2.1.0+cu121."""
     from urllib.parse import unquote
 
@@ -290,7 +393,7 @@ def spec_name(spec: str) -> str | None:
 
 def pip_package(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, str]]) -> PyPackage | None:
     if spec.endswith(".whl"):
-        spec = _wheel_spec(spec) or spec
+        spec = wheel_spec(spec) or spec
     name = spec_name(spec)
     if name is None:
         return None

@@ -19,6 +19,7 @@ class Instruction:
 def read_instructions(text: str) -> list[Instruction]:
     """Logical instructions: continuation lines joined, comments dropped, heredocs folded into their RUN."""
     escape = "\\"
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark: BuildKit strips it before reading the file
     lines = text.splitlines()
     for raw in lines[:5]:  # parser directives come first
         m = re.match(r"#\s*escape\s*=\s*(\S)", raw.strip(), re.I)
@@ -61,59 +62,268 @@ def exec_form(args: str) -> str:
     if args.startswith("["):
         try:
             argv = json.loads(args)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON (Docker then runs it as a shell line), or nested too deep
             return args
         if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
             return shlex.join(argv)
     return args
 
 
-_VAR = re.compile(r"\$(?:\{(\w+)(?::?([-+])([^}]*))?\}|(\w+))")
+MAX_VALUE = 65_536  # an expanded ENV/ARG value, or a RUN word, longer than this is refused (bounded work)
+MAX_DIGITS = 64  # a run of more digits is no version, stage index or build number (int() of it is quadratic)
+_DIGITS = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
 
 
-def substitute(text: str, scope: dict[str, str]) -> str:
-    """Docker's variable substitution: $X, ${X}, ${X:-default}, ${X:+alt}; unknown names stay as written."""
+class TooLarge(ValueError):
+    """A value that grew or was written past the reader's bounds (ENV PATH=$PATH:$PATH repeated, a
+    number of thousands of digits): the Dockerfile is refused with one line, never read for minutes."""
 
-    def one(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(4)
-        op, word = m.group(2), m.group(3)
+
+def bounded(value: str, what: str) -> str:
+    if len(value) > MAX_VALUE:
+        raise TooLarge(f"{what} expands to more than {MAX_VALUE} characters; too large to judge")
+    m = _DIGITS.search(value)
+    if m:
+        raise TooLarge(f"{what} holds a number of {len(m.group(0))} digits; not a version gpu-doctor can judge")
+    return value
+
+
+def substitute(text: str, scope: dict[str, str], _depth: int = 0) -> str:
+    """Docker's variable substitution, as the shell does it: $X, ${X}, ${X:-word}, ${X-word}, ${X:+word},
+    ${X+word}, the word itself holding substitutions (``${A:+${A}:}/lib``, ``${X:-${Y:-z}}``); unknown names
+    stay as written. The result is bounded (MAX_VALUE)."""
+    out: list[str] = []
+    size = 0
+    i = 0
+    while i < len(text):
+        j = text.find("$", i)
+        if j < 0:
+            out.append(text[i:])
+            break
+        out.append(text[i:j])
+        piece, i_next = _one(text, j, scope, _depth)
+        out.append(piece)
+        size += (j - i) + len(piece)
+        i = i_next
+        if size > MAX_VALUE and size > len(text):  # grown by expansion, not merely long as written
+            raise TooLarge(f"a value expands to more than {MAX_VALUE} characters; too large to judge")
+    return "".join(out)
+
+
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _one(text: str, j: int, scope: dict[str, str], depth: int = 0) -> tuple[str, int]:
+    """The expansion of the `$…` at text[j], and where the text goes on after it."""
+    if j + 1 < len(text) and text[j + 1] == "{":
+        end = _closing(text, j + 2)
+        if end < 0 or depth > 16:
+            return text[j:], len(text)
+        inner = text[j + 2:end]
+        m = _NAME.match(inner)
+        if not m:
+            return text[j:end + 1], end + 1
+        name, rest = m.group(0), inner[m.end():]
         value = scope.get(name)
-        if op == "-":
-            return value if value else substitute(word or "", scope)
-        if op == "+":
-            return substitute(word or "", scope) if value else ""
-        return value if value is not None else m.group(0)
+        op = re.match(r":?[-+=?]", rest)
+        if not op:
+            if rest:  # ${X#pat}, ${X/a/b}, ${#X} …: not read; kept as written
+                return text[j:end + 1], end + 1
+            return (value if value is not None else text[j:end + 1]), end + 1
+        word = rest[op.end():]
+        colon = op.group(0).startswith(":")
+        is_set = value is not None and (value != "" or not colon)
+        kind = op.group(0)[-1]
+        if kind in "-=":
+            return (value if is_set else substitute(word, scope, depth + 1)), end + 1  # type: ignore[return-value]
+        if kind == "+":
+            return (substitute(word, scope, depth + 1) if is_set else ""), end + 1
+        return (value if is_set else ""), end + 1  # ${X:?msg}: the build fails when unset
+    m = _NAME.match(text, j + 1)
+    if not m:
+        return "$", j + 1
+    value = scope.get(m.group(0))
+    return (value if value is not None else m.group(0).join(["$", ""])), m.end()
 
-    return _VAR.sub(one, text)
+
+def _closing(text: str, start: int) -> int:
+    """The index of the `}` closing a `${` whose body starts at start (nested `${…}` counted), or -1."""
+    depth = 0
+    i = start
+    while i < len(text):
+        c = text[i]
+        if c == "$" and i + 1 < len(text) and text[i + 1] == "{":
+            depth += 1
+            i += 2
+            continue
+        if c == "}":
+            if depth == 0:
+                return i
+            depth -= 1
+        i += 1
+    return -1
 
 
 def key_values(args: str) -> list[tuple[str, str]]:
     """ENV/ARG pairs: `K=V K2="v 2"` or the legacy `K V` form."""
-    try:
-        words = shlex.split(args, posix=True)
-    except ValueError:
-        words = args.split()
+    words = [w for kind, w in lex(args, shell=False) if kind == "w"]
     if words and "=" not in words[0]:
         return [(words[0], " ".join(words[1:]))]
     return [tuple(w.split("=", 1)) if "=" in w else (w, "") for w in words]  # type: ignore[misc]
 
 
-def commands(script: str) -> list[list[str]]:
-    """The simple commands of a RUN script as argv lists; `case` arms for arm64/aarch64 only are dropped
-    (an amd64 build does not run them)."""
-    script = re.sub(r"(^|\s)#[^\n]*", r"\1", script)  # a trailing shell comment (`RUN rm -rf x  # why`)
-    script = "\n".join(seg for seg in re.split(r";;", script)
-                       if not re.search(r"[\"']?linux/arm64[\"']?\s*\)|\baarch64\s*\)", seg))
-    lexer = shlex.shlex(script, posix=True, punctuation_chars=";&|()<>")
-    lexer.whitespace_split = True
-    lexer.commenters = ""  # `${#VAR}` is not a comment; Docker already dropped the comment lines
-    out: list[list[str]] = [[]]
-    try:
-        for tok in lexer:
-            if tok and set(tok) <= set(";&|()<>"):
-                out.append([])
+def lex(script: str, shell: bool = True) -> list[tuple[str, str]]:
+    """A shell script as ("w", word) and ("op", operator) tokens: quotes removed as the shell removes them,
+    `$(…)` and backquotes kept inside their word, `#` comments and redirections (with their target and file
+    descriptor) dropped, a newline read as `;`. ``shell=False`` (ENV/ARG values): quotes and escapes only.
+    Linear in the length of the script (shlex is quadratic in the length of one token)."""
+    out: list[tuple[str, str]] = []
+    buf: list[str] = []
+    in_word = False
+    i, n = 0, len(script)
+
+    def end_word() -> None:
+        nonlocal in_word
+        if in_word:
+            out.append(("w", "".join(buf)))
+        buf.clear()
+        in_word = False
+
+    while i < n:
+        c = script[i]
+        if c in " \t\r":
+            end_word()
+            i += 1
+        elif c == "\n":
+            end_word()
+            out.append(("op", ";"))
+            i += 1
+        elif not shell and c not in "'\"\\":
+            buf.append(c)
+            in_word = True
+            i += 1
+        elif c == "#" and not in_word:
+            j = script.find("\n", i)
+            i = n if j < 0 else j
+        elif c == "\\":
+            if i + 1 < n and script[i + 1] != "\n":
+                buf.append(script[i + 1])
+                in_word = True
+            i += 2
+        elif c == "'":
+            j = script.find("'", i + 1)
+            j = n if j < 0 else j
+            buf.append(script[i + 1:j])
+            in_word = True
+            i = j + 1
+        elif c == '"':
+            j = i + 1
+            while j < n and script[j] != '"':
+                if script[j] == "\\" and j + 1 < n and script[j + 1] in '"\\$`\n':
+                    j += 1
+                buf.append(script[j])
+                j += 1
+            in_word = True
+            i = j + 1
+        elif c == "$" and script[i + 1:i + 2] == "(":
+            depth, j = 0, i + 1
+            while j < n:
+                depth += {"(": 1, ")": -1}.get(script[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            buf.append(script[i:j + 1])
+            in_word = True
+            i = j + 1
+        elif c == "`":
+            j = script.find("`", i + 1)
+            j = n - 1 if j < 0 else j
+            buf.append(script[i:j + 1])
+            in_word = True
+            i = j + 1
+        elif c in "<>":
+            if in_word and "".join(buf).isdigit():  # 2>/dev/null: the descriptor is no argument
+                buf.clear()
+                in_word = False
+            end_word()
+            j = i
+            while j < n and script[j] in "<>&|-":
+                j += 1
+            while j < n and script[j] in " \t":
+                j += 1
+            while j < n and script[j] not in " \t\n;&|()<>":
+                j += 1
+            i = j
+        elif c in ";&|()":
+            end_word()
+            two = script[i:i + 2]
+            if two in ("&&", "||", ";;"):
+                out.append(("op", two))
+                i += 2
             else:
-                out[-1].append(tok)
-    except ValueError:  # an unbalanced quote: fall back to whitespace
-        out = [script.split()]
-    return [c for c in out if c]
+                out.append(("op", c))
+                i += 1
+        else:
+            buf.append(c)
+            in_word = True
+            i += 1
+    end_word()
+    return out
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: list[str]
+    conditional: str | None = None  # why the build may or may not run it: "if", "case", "for", "||" …
+
+
+_OPENERS = {"if": "fi", "case": "esac", "for": "done", "while": "done", "until": "done", "select": "done"}
+_CLOSERS = {"fi", "esac", "done"}
+_JOINERS = {"then", "else", "elif", "do", "in", "!", "{", "}"}
+
+
+TESTS = {"[", "[[", "test", "command", "which", "type", "hash", "grep"}  # commands whose status is a condition
+
+
+def commands(script: str) -> list[Command]:
+    """The simple commands of a RUN script, each with whether it runs only on a branch the reader cannot
+    decide: inside if/case/for/while, on either side of `||`, or after a test (`[ -f x ] && pip install …`).
+    Nothing is evaluated: a condition is never taken to be true or false."""
+    cmds: list[Command] = []
+    cur: list[str] = []
+    stack: list[str] = []
+    after_or = False
+    after_test = False  # the chain runs on after a test only when it holds: `[ … ] && a && b`
+
+    def flush(op: str | None) -> None:
+        nonlocal cur, after_or, after_test
+        if cur:
+            why = stack[-1] if stack else ("||" if (after_or or op == "||") else "&&" if after_test else None)
+            cmds.append(Command(cur, why))
+            if op == "&&" and cur[0] in TESTS:
+                after_test = True
+        elif op == "||" and cmds and not stack:  # `{ a; } || b`: the command before the || is conditional
+            cmds[-1] = Command(cmds[-1].argv, "||")
+        if op not in ("&&", "|"):
+            after_test = False
+        cur = []
+        after_or = op == "||"
+
+    for kind, tok in lex(script):
+        if kind == "op":
+            if tok == "||" and cmds and not cur and not stack:
+                cmds[-1] = Command(cmds[-1].argv, "||")
+            flush(tok)
+            continue
+        if not cur and tok in _OPENERS:
+            stack.append(tok)
+            continue
+        if not cur and tok in _CLOSERS:
+            if stack:
+                stack.pop()
+            continue
+        if not cur and tok in _JOINERS:
+            continue
+        cur.append(tok)
+    flush(None)
+    return cmds

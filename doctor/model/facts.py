@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 if TYPE_CHECKING:  # the active tests' facts are read only from a snapshot that has them (see _hints)
     from doctor.model.facts_active import ActiveFacts
+from doctor.safeio import InputError, load_json
 
 FACTS_SCHEMA = "gpu-doctor.facts/v1"
 
@@ -287,8 +288,6 @@ def load_facts(text: str | bytes) -> Facts:
     The JSON is read with :func:`doctor.safeio.load_json`: numbers too long to print, NaN and
     Infinity, and nesting deeper than the stack are refused there, so no later step meets them.
     """
-    from doctor.safeio import InputError, load_json
-
     try:
         data = load_json(text)
     except InputError as exc:
@@ -312,7 +311,7 @@ def _build(tp: Any, value: Any) -> Any:
     if origin is dict:
         _k, item = typing.get_args(tp)
         return {k: _build(item, v) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         hints = _hints(tp)
         kwargs = {f.name: _build(hints[f.name], value[f.name]) for f in dataclasses.fields(tp) if f.name in value}
         return tp(**kwargs)
@@ -352,7 +351,7 @@ def schema_for(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {"type": "array", "items": schema_for(typing.get_args(tp)[0], defs)}
     if origin is dict:
         return {"type": "object", "additionalProperties": schema_for(typing.get_args(tp)[1], defs)}
-    if dataclasses.is_dataclass(tp):
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         name = tp.__name__
         if name not in defs:
             defs[name] = {}  # placeholder against recursion

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Union
 
+from doctor.model.facts import cudnn_version
+
 # --- shared ------------------------------------------------------------------------------------
 
 
@@ -271,8 +273,6 @@ class FrameworkRun:
 
     def __post_init__(self) -> None:
         if self.cudnn is not None:  # one representation of a cuDNN version (torch answers 92400)
-            from doctor.model.facts import cudnn_version
-
             object.__setattr__(self, "cudnn", cudnn_version(self.cudnn))
 
 
@@ -480,7 +480,7 @@ def coerce(tp: Any, value: Any) -> Any:
             if c is not None or v is None:
                 out[str(k)] = c
         return out
-    if dataclasses.is_dataclass(tp):
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if not isinstance(value, dict):
             return None
         hints = _hints(tp)
@@ -505,10 +505,10 @@ def coerce(tp: Any, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return None
         try:
-            out = float(value)
+            number = float(value)
         except OverflowError:
             return None
-        return out if math.isfinite(out) else None
+        return number if math.isfinite(number) else None
     if tp is str:
         if isinstance(value, str):
             return value[:20_000]
@@ -529,10 +529,10 @@ def _hints(tp: type) -> dict[str, Any]:
 
 def driver_test(results: dict[str, Any], doctor_version: str | None = None) -> DriverTest | None:
     """The record of a smoke test / OOM probe from the results :mod:`doctor.active.gpu` assembled."""
-    glob = results.get("global") if isinstance(results.get("global"), dict) else {}
-    last = results.get("last_step") if isinstance(results.get("last_step"), dict) else {}
+    glob: dict[str, Any] = results["global"] if isinstance(results.get("global"), dict) else {}
+    last: dict[str, Any] = results["last_step"] if isinstance(results.get("last_step"), dict) else {}
     mode = results.get("mode") if results.get("mode") in ("smoke", "oom") else "smoke"
-    listed = results.get("gpus") if isinstance(results.get("gpus"), list) else []
+    listed: list[Any] = results["gpus"] if isinstance(results.get("gpus"), list) else []
     gpus = [{**g, "errors": _errors(g.get("errors"))} for g in listed if isinstance(g, dict)]
     data = {**{k: v for k, v in glob.items() if k != "multi_gpu"}, "mode": mode,
             "errors": _errors(results.get("errors")), "gpus": gpus,
@@ -548,7 +548,7 @@ def _errors(entries: Any) -> list[dict[str, Any]]:
     out = []
     for e in entries if isinstance(entries, list) else []:
         if isinstance(e, dict):
-            err = e.get("error") if isinstance(e.get("error"), dict) else {}
+            err: dict[str, Any] = e["error"] if isinstance(e.get("error"), dict) else {}
             out.append({**err, "step": e.get("step")})
     return out
 
@@ -606,11 +606,11 @@ def measurements(active: ActiveFacts | None) -> dict[str, tuple[str | None, floa
         for dtype, rate in (run.matmul_tflops or {}).items():
             if rate.tflops and rate.tflops > 0:
                 out[f"{run.framework} {dtype}_tflops"] = (run.gpu_name, rate.tflops)
-    for run in active.torch:
-        sizes = run.allreduce.sizes if run.allreduce else []
+    for trun in active.torch:
+        sizes = trun.allreduce.sizes if trun.allreduce else []
         best = max((s.busbw for s in sizes if s.busbw), default=None)
         if best:
-            out["torch nccl_busbw"] = (run.gpu_name, best)
+            out["torch nccl_busbw"] = (trun.gpu_name, best)
     if active.nccl_tests is not None and active.nccl_tests.rows:
         last = active.nccl_tests.rows[-1].out_of_place
         if last is not None and last.busbw:

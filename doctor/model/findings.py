@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import shlex
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Literal
 
 from doctor.model.intents import Intent
@@ -31,8 +32,6 @@ def value_text(value: Any) -> str:
 
     Unknown is "unknown"; a string with control characters (terminal escapes) is shown escaped, never raw.
     """
-    from dataclasses import fields, is_dataclass
-
     if value is None:
         return "unknown"
     if isinstance(value, bool):
@@ -61,8 +60,6 @@ class FixStep:
     note: str | None = None
 
     def shell(self) -> str:
-        import shlex
-
         return ("sudo " if self.root else "") + shlex.join(self.command)
 
 

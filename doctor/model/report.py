@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from doctor.model.facts import Facts
+from doctor.model.facts import Facts, generate_facts_schema, schema_for
 from doctor.model.findings import Finding
 from doctor.model.severity import SEVERITY_RANK
 
@@ -34,20 +34,23 @@ class Report:
     checks: list[CheckResult] = field(default_factory=list)
     matrix: str | None = None  # which compatibility matrix the checks read
     mode: str | None = None  # "static" for an image build checked with --static
+    # Derived once by the engine from the beliefs, for the renderers; not in the JSON (the facts carry its
+    # evidence): the driver version (the loaded module's, else the user space's).
+    driver_version: str | None = None
 
     def with_findings(self, extra: list[Finding]) -> Report:
         """This report plus findings decided outside the check registry (the --require gates)."""
         results = [CheckResult(f.code, f.area, f.title, f.severity) for f in extra]
-        return Report(facts=self.facts, findings=[*self.findings, *extra], checks=[*self.checks, *results],
-                      matrix=self.matrix, mode=self.mode)
+        return replace(self, findings=[*self.findings, *extra], checks=[*self.checks, *results])
 
     @property
     def has_evidence(self) -> bool:
         """A verdict needs evidence: some check about the driver, the GPUs or the frameworks concluded
         something (ok, info, warn or fail). A report that says nothing is not "ready"."""
+        if self.mode == "static":  # an image: ready only when its CUDA or a framework was learned, or it is for CPUs
+            return static_evidence(self.facts)
         return any(f.area not in CONTEXT_AREAS and f.code != "doctor.check_crashed"
-                   and (f.code, f.severity) not in NOT_GPU_EVIDENCE for f in self.findings) \
-            or self.mode == "static"
+                   and (f.code, f.severity) not in NOT_GPU_EVIDENCE for f in self.findings)
 
     @property
     def status(self) -> str:
@@ -71,15 +74,18 @@ class Report:
         }
 
 
+def live_probed(facts: Facts, area: str) -> bool:
+    """This area was probed on the machine itself (live or a snapshot), not read from a pasted report."""
+    return (facts.sources.get(area) or "").startswith("probes")
+
+
 def collected_by_probes(facts: Facts) -> bool:
     """Were these facts probed on a machine (live or a snapshot), not parsed from a pasted report?"""
-    return str(facts.sources.get("driver", "")).startswith("probes")
+    return live_probed(facts, "driver")
 
 
 def generate_report_schema() -> dict[str, Any]:
     """The JSON Schema of report v1 (written to doctor/schemas/report-v1.json by scripts/gen_schema.py)."""
-    from doctor.model.facts import generate_facts_schema, schema_for
-
     defs: dict[str, Any] = {}
     finding = schema_for(Finding, defs)
     check = schema_for(CheckResult, defs)
@@ -104,3 +110,15 @@ def generate_report_schema() -> dict[str, Any]:
         "required": ["schema", "status", "matrix", "findings", "checks", "facts"],
         "$defs": dict(sorted(defs.items())),
     }
+
+
+FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib", "paddlepaddle-gpu", "mxnet")
+
+
+def static_evidence(facts: Facts) -> bool:
+    """Was anything learned of an image's GPU stack: a CUDA toolkit's version, a framework whose build (CUDA or
+    CPU) is known, a CUDA library wheel; or is the image meant for CPUs (--cpu, LABEL gpu-doctor.cpu=true)?"""
+    if facts.sources.get("cpu_image") or any(t.version for t in facts.toolkits):
+        return True
+    return any((p.name in FRAMEWORKS or p.name.startswith(("cupy-cuda", "nvidia-cuda-runtime")))
+               and (p.cuda or p.cpu_only is not None) for e in facts.python_envs for p in e.packages)

@@ -42,3 +42,9 @@ def rank(severity: str) -> int:
 def worst(severities: Iterable[str]) -> str:
     """The worst of these severities; ``"ok"`` when there are none."""
     return max(severities, key=rank, default="ok")
+
+
+def status(severities: Iterable[str]) -> str:
+    """fail | warn | ok: the status of a test whose findings have these severities (info counts as ok)."""
+    w = worst(severities)
+    return "ok" if w == "info" else w

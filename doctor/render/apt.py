@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from doctor.fixplan import (
+from doctor.model.plan import (
     Action,
     BlacklistNouveau,
     FixPlan,

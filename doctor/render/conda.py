@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from doctor.fixplan import Action, FixPlan, PipInstall, ReinstallTorch
-from doctor.matrix import major_minor
+from doctor.model.plan import Action, FixPlan, PipInstall, ReinstallTorch
+from doctor.model.versions import major_minor
 from doctor.render.fixscript import comment, q, say
 from doctor.render.values import fits, refused
 

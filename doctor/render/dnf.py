@@ -18,7 +18,7 @@ Names and commands (tests/test_fix_names.py quotes the sources):
 
 from __future__ import annotations
 
-from doctor.fixplan import (
+from doctor.model.plan import (
     Action,
     BlacklistNouveau,
     FixPlan,

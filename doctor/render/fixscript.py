@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Callable
 from types import ModuleType
 
-from doctor.fixplan import Action, FixPlan, Manual, PlanStep, Reboot
+from doctor.model.plan import Action, FixPlan, Manual, PlanStep, Reboot
 
 _CTRL = re.compile(r"[\x00-\x1f\x7f]+")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.render.locations import location, relative
+from doctor.render.text import summary
 from doctor.safeio import display
 
 LEVEL = {"fail": "error", "warn": "warning", "info": "notice"}
@@ -46,7 +47,5 @@ def render(report: Any, strict: bool = False, workspace: str | None = None, cwd:
         if f.fix:
             body.append("fix: " + f.fix.summary)
         lines.append(f"::{level} {','.join(props)}::{_data(chr(10).join(body))}")
-    from doctor.render.text import summary
-
     lines.append(f"gpu-doctor: {summary(report)}")
     return "\n".join(lines) + "\n"

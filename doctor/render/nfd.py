@@ -34,6 +34,9 @@ import re
 import time
 from typing import Any
 
+from doctor import beliefs
+from doctor.safeio import small_int
+
 PREFIX = "feature.node.kubernetes.io/"
 FEATURE_FILE = "/etc/kubernetes/node-feature-discovery/features.d/gpu-doctor"
 EXPIRY_SECONDS = 3600  # labels outlive a stopped gpu-doctor by at most an hour
@@ -67,8 +70,6 @@ def labels(report: Any) -> dict[str, str]:
         out["gpu-doctor.failing"] = failing[0]
         for area in failing:
             out[f"gpu-doctor.failing.{area}"] = "true"
-    from doctor import beliefs
-
     b = beliefs.of(report.facts)
     version = b.driver_version.value
     if isinstance(version, str) and version:
@@ -89,8 +90,6 @@ def labels(report: Any) -> dict[str, str]:
 
 def _numbers(version: Any) -> tuple[int, ...]:
     """The leading dot-separated ASCII integers of a version ("535.104.05" → (535, 104, 5)); () when none."""
-    from doctor.safeio import small_int
-
     out: list[int] = []
     for piece in (version if isinstance(version, str) else "").split("."):
         n = small_int(piece)
@@ -115,8 +114,6 @@ def driver_cuda(report: Any) -> str | None:
         for e in f.evidence:
             if e.fact == "driver.runs_cuda" and isinstance(e.value, str) and e.value:
                 return e.value
-    from doctor import beliefs
-
     known = beliefs.of(report.facts).driver_cuda.value
     return str(known) if known else None
 

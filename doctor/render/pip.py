@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import re
 
-from doctor.fixplan import Action, FixPlan, PipInstall, ReinstallTorch
-from doctor.matrix import Matrix, vtuple
+from doctor.model.plan import Action, FixPlan, PipInstall, ReinstallTorch
 from doctor.render.fixscript import comment, q, say
 from doctor.render.values import fits, refused
 
@@ -122,22 +121,8 @@ def requirements(plan: FixPlan) -> str:
     return "\n".join([*lines[:2], *dict.fromkeys(extra), *lines[2:]]) + "\n"
 
 
-def constraints(plan: FixPlan, m: Matrix) -> str:
-    """Pins for the nvidia-* wheels the frameworks pull in, from the reviewed matrix rows."""
-    lines = ["# gpu-doctor fix: constraints for the nvidia-* wheels (from gpu-doctor's reviewed matrix)."]
-    for a in plan.actions():
-        if isinstance(a, ReinstallTorch):
-            var = m.torch_variant(a.version, a.cuda)
-            if var and var.get("cudnn"):
-                lines.append(f"nvidia-cudnn-cu{vtuple(a.cuda)[0]}=={var['cudnn']}  # torch {a.version} cu"
-                             f"{a.cuda.replace('.', '')} ({var.get('source') or 'compat/pytorch.toml'})")
-        elif isinstance(a, PipInstall):
-            for r in a.requirements:
-                if r.startswith("tensorflow[and-cuda]=="):
-                    row = m.tensorflow(r.split("==", 1)[1])
-                    lines += [f"{pin}  # tensorflow {row['version']}" for pin in (row or {}).get("and_cuda", [])]
-                elif r.startswith("jax[cuda"):
-                    version = r.split("==", 1)[1] if "==" in r else None
-                    row = next((j for j in m.rows("jax", "jax") if j.get("version") == version), None)
-                    lines += [f"{pin}  # jax {version}" for pin in (row or {}).get("pins", []) if "cu" in pin]
+def constraints(plan: FixPlan) -> str:
+    """Pins for the nvidia-* wheels the frameworks pull in: the planner took them from the reviewed matrix rows."""
+    lines = ["# gpu-doctor fix: constraints for the nvidia-* wheels (from gpu-doctor's reviewed matrix).",
+             *plan.constraints]
     return "\n".join(dict.fromkeys(lines)) + "\n"

@@ -104,7 +104,7 @@ def versions(report: Any) -> dict[str, str]:
     """The versions worth a label: driver, CUDA driver API, toolkits, cuDNN, frameworks, OS, kernel, GPU."""
     f = report.facts
     out = {
-        "driver": f.driver.kernel_module or f.driver.userspace or "",
+        "driver": report.driver_version or "",
         "cuda_driver_api": f.driver.cuda_driver_api or f.driver.smi_cuda_version or "",  # libcuda's, else nvidia-smi's
         "toolkit": ",".join(sorted({t.version for t in f.toolkits if t.version})),
         "cudnn": ",".join(sorted({c.version for c in f.cudnn if c.version})),

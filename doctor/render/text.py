@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from typing import Any, TextIO
 
 from doctor.model.facts import Facts
-from doctor.model.findings import AREAS, Finding
-from doctor.model.report import Report
+from doctor.model.findings import AREAS, Finding, value_text
+from doctor.model.report import Report, collected_by_probes
 from doctor.model.severity import MARKS
 from doctor.safeio import display
 
@@ -81,8 +82,6 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
             lines += not_checked_lines(quiet)
             lines.append("")
         if report.facts.errors:
-            from doctor.model.report import collected_by_probes
-
             lines.append("What the probes could not learn" if collected_by_probes(report.facts)
                          else "What the report does not say")
             lines += [display(f"  - {e.probe}: {e.reason}", line=True) for e in report.facts.errors]
@@ -93,8 +92,6 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
 
 def environment_lines(facts: Facts) -> list[str]:
     """-v: each checked environment's GPU-relevant packages, and what --deep learned by importing them."""
-    from doctor.model.findings import value_text
-
     if not facts.python_envs:
         return []
     out = ["Python environments"]
@@ -129,10 +126,6 @@ def environment_lines(facts: Facts) -> list[str]:
 def deep_lines(facts: Facts) -> list[str]:
     """check --deep: what importing each framework taught (its answers, the CUDA libraries it mapped), so the
     slower run shows what it bought. Nothing when --deep did not run."""
-    import os
-
-    from doctor.model.findings import value_text
-
     out = []
     for env in facts.python_envs:
         for pkg in env.packages:
@@ -160,8 +153,6 @@ def deep_lines(facts: Facts) -> list[str]:
 
 def not_checked_lines(quiet: list[Any]) -> list[str]:
     """The checks that did not run, each reason said once: checks skipped for one reason share its line."""
-    import textwrap
-
     by_reason: dict[str, list[str]] = {}
     for c in quiet:
         by_reason.setdefault(str(c.reason), []).append(c.id)

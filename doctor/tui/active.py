@@ -56,12 +56,13 @@ def engine_runner(options: Options | None = None) -> Runner:
     def run(test: ActiveTest, facts: Facts) -> Iterator[Event]:
         # ``facts`` is not used: the child asks NVML and the driver itself, so a stale snapshot cannot mislead it.
         from doctor.active import gpu
+        from doctor.pipeline import judged
 
         opts = options or gpu.Options()
         if test.id == SMOKE.id:
-            return gpu.smoke_events(opts)
+            return judged(gpu.smoke_events(opts))
         if test.id == OOM.id:
-            return gpu.oom_events(opts)
+            return judged(gpu.oom_events(opts))
         raise ValueError(f"no active test {test.id!r}")
 
     return run

@@ -25,11 +25,11 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from doctor.model.facts import Facts
 from doctor.model.findings import Finding
+from doctor.model.live import GpuSample
 from doctor.model.report import Report
 from doctor.pipeline import diagnose
 from doctor.safeio import visible
 from doctor.tui import active, fixes, model, screens
-from doctor.tui.live import GpuSample
 from doctor.tui.model import Source
 from doctor.tui.widgets import ActivePanel, FindingDetail, FindingsTree, GpuView, Node, SummaryBar
 

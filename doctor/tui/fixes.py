@@ -2,8 +2,8 @@
 
 A script is exactly what `gpu-doctor fix --format FMT` prints: the plan from :func:`doctor.fixplan.build_plan`
 (the facts, the findings the user picked, the matrix; pip and conda take the plan's Python-only routes), the
-renderers :func:`doctor.commands.fix.renderers` chooses for that format, the script from
-:func:`doctor.render.fixscript.render_script`. Nothing is planned or rendered here — there is no second script
+renderers :func:`doctor.pipeline.script_renderers` chooses for that format, the script from
+:func:`doctor.pipeline.fix_script`. Nothing is planned or rendered here — there is no second script
 writer — so with every problem selected (``F``) the script is byte for byte what the command prints.
 
 The fix view lists the formats :func:`script_formats` returns (apt or dnf only where the renderer knows the
@@ -19,7 +19,7 @@ from doctor.model.findings import Finding
 from doctor.model.report import Report
 
 if TYPE_CHECKING:
-    from doctor.fixplan import FixPlan
+    from doctor.model.plan import FixPlan
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def script_formats(report: Report, findings: list[Finding]) -> list[ScriptFormat
 
 
 def _plan_formats(plan: FixPlan, scope: str) -> list[ScriptFormat]:
-    from doctor.commands.fix import renderers
+    from doctor.pipeline import script_renderers as renderers
     from doctor.render import apt, dnf
 
     where = plan.os_pretty or f"{plan.os_id or '?'} {plan.os_version or ''}".strip()
@@ -80,17 +80,10 @@ def fix_script(report: Report, findings: list[Finding], fmt: str = "apt") -> str
     """The script in one of the formats :func:`script_formats` offered (ValueError for any other)."""
     if fmt not in PLAN_FORMATS:
         raise ValueError(f"no {fmt} script: the formats are {', '.join(PLAN_FORMATS)}")
-    from doctor import __version__
-    from doctor.cli import UsageError
-    from doctor.commands.fix import PYTHON_FORMATS, renderers
-    from doctor.render.fixscript import render_script
+    from doctor.pipeline import PYTHON_FORMATS, fix_script
 
     plan = plan_for(report, findings, python_only=fmt in PYTHON_FORMATS)
-    try:
-        system, python = renderers(plan, fmt)
-    except UsageError as exc:  # apt or dnf for a distribution it does not render
-        raise ValueError(str(exc)) from None
-    return render_script(plan, system, python, fmt, __version__, python_only=fmt in PYTHON_FORMATS)
+    return fix_script(plan, fmt)  # ScriptFormatError (a ValueError): apt or dnf for a distribution it does not render
 
 
 def script_file_name(findings: list[Finding], fmt: str = "apt") -> str:

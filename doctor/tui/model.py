@@ -16,6 +16,7 @@ from doctor.model.facts import Facts, Gpu
 from doctor.model.findings import AREAS, Evidence, Finding
 from doctor.model.report import CheckResult, Report
 from doctor.model.severity import LEVELS, STATUS_MARKS
+from doctor.pipeline import FORMATS, render
 from doctor.render.text import header, summary
 
 MARKS = {**STATUS_MARKS, "none": LEVELS["info"].mark}  # "none": an area without findings
@@ -265,8 +266,16 @@ def no_table_reason(facts: Facts) -> list[str]:
 
 # --- exports ------------------------------------------------------------------------------------
 
-EXPORTS = {"report.json": "report (JSON, gpu-doctor.report/v1)", "report.md": "report (Markdown)",
-           "facts.json": "facts snapshot (JSON, gpu-doctor.facts/v1)"}
+# The file name each registered report format is saved as (a format not named here: report.FORMAT).
+_FILE_NAMES = {"text": "report.txt", "junit": "report.junit.xml", "github": "report.github.txt",
+               "prometheus": "report.prom", "nfd": "report.nfd"}
+# JSON and Markdown come first, as before; the Markdown of the TUI is the long form, for a ticket.
+_OWN = {"report.json": "report (JSON, gpu-doctor.report/v1)", "report.md": "report (Markdown)",
+        "facts.json": "facts snapshot (JSON, gpu-doctor.facts/v1)"}
+# Every format of the renderer registry (doctor.pipeline.FORMATS) is offered: a new format appears here.
+_REGISTERED = {_FILE_NAMES.get(f.name, f"report.{f.name}"): f for f in FORMATS.values()
+               if f.name not in ("json", "markdown")}
+EXPORTS = {**_OWN, **{kind: f"report ({f.name}: {f.about})" for kind, f in _REGISTERED.items()}}
 
 
 def export_text(kind: str, report: Report, title: str = "") -> str:
@@ -276,6 +285,8 @@ def export_text(kind: str, report: Report, title: str = "") -> str:
         return report.facts.to_json()
     if kind == "report.md":
         return report_markdown(report, title)
+    if kind in _REGISTERED:
+        return render(report, _REGISTERED[kind].name, colour=False)
     raise ValueError(f"unknown export {kind!r}")
 
 

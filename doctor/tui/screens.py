@@ -159,7 +159,7 @@ class SaveDialog(ModalScreen[str | None]):
 
 
 class ExportDialog(SaveDialog):
-    """Choose what to export (report JSON, report Markdown, facts) and where; returns 'kind:path'."""
+    """Choose what to export (the report in every registered format, the facts) and where; returns 'kind:path'."""
 
     def __init__(self) -> None:
         super().__init__("Export", "gpu-doctor-report.json")
