@@ -75,7 +75,8 @@ def test_torch_without_a_pin_has_no_built_cudnn_from_a_neighbour_wheel() -> None
                                                    (90100, "9.1.0"), ("9.1.0", "9.1.0"), ("8", "8"), (True, None),
                                                    ("n/a", None), (10**30, None)])
 def test_one_representation_of_a_cudnn_version(reported: object, version: str | None) -> None:
-    from doctor.model.facts import DeepResult, cudnn_version
+    from doctor.model.facts import DeepResult
+    from doctor.model.versions import cudnn_version
 
     assert cudnn_version(reported) == version
     if isinstance(reported, str):

@@ -14,7 +14,7 @@ from doctor.beliefs import runtimes
 from doctor.checks import require_cuda as rc
 from doctor.checks.common import ev, finding, label, ok
 from doctor.matrix import Matrix, Row, Verdict, branch, cuda_in, driver_meets, driver_runs_cuda, major_minor, vtuple
-from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv, cudnn_version
+from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv
 from doctor.model.findings import Evidence, Finding, value_text
 from doctor.model.intents import (
     InstallCudaCompat,
@@ -24,6 +24,7 @@ from doctor.model.intents import (
     Intent,
     ReinstallFramework,
 )
+from doctor.model.versions import cudnn_version
 from doctor.queries import driver_floor
 from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 from doctor.safeio import lazy_compile

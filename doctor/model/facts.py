@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 if TYPE_CHECKING:  # the active tests' facts are read only from a snapshot that has them (see _hints)
     from doctor.model.facts_active import ActiveFacts
+from doctor.model.versions import cudnn_version
 from doctor.safeio import InputError, load_json
 
 FACTS_SCHEMA = "gpu-doctor.facts/v1"
@@ -155,34 +155,6 @@ class Cudnn:
     version: str | None = None
     location: str | None = None
     source: str | None = None  # header | library | pip | conda
-
-
-def cudnn_version(value: Any) -> str | None:
-    """One representation of a cuDNN version: dotted ("9.24.0"), whatever form it was reported in.
-
-    cudnnGetVersion() and torch.backends.cudnn.version() give an integer: cuDNN 8.x encodes
-    major*1000 + minor*100 + patch (8902 -> "8.9.2"), 9.x major*10000 + minor*100 + patch (92400 -> "9.24.0";
-    cudnn_version.h's CUDNN_VERSION). A dotted version, or a bare major ("9", TensorFlow's build info),
-    is kept as it is; anything else is None.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        text = str(value)
-    elif isinstance(value, str):
-        text = value.strip()
-    else:
-        return None
-    if not text.isdigit() or not text.isascii():
-        return text if re.fullmatch(r"\d{1,4}(?:\.\d{1,6}){1,3}", text) else None
-    if len(text) > 6:
-        return None
-    number = int(text)
-    if number >= 90000:
-        return f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
-    if number >= 1000:
-        return f"{number // 1000}.{number % 1000 // 100}.{number % 100}"
-    return text if number < 100 else None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Union
 
-from doctor.model.facts import cudnn_version
+from doctor.model.versions import cudnn_version
 
 # --- shared ------------------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 
 from doctor import parsers
 from doctor.host import Host
-from doctor.model.facts import Cudnn, LibRef, LoaderInfo, PythonEnv, Toolkit, cudnn_version
+from doctor.model.facts import Cudnn, LibRef, LoaderInfo, PythonEnv, Toolkit
+from doctor.model.versions import cudnn_version
 from doctor.probes.base import Recorder
 
 MULTIARCH_DIRS = (

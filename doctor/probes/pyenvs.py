@@ -10,7 +10,8 @@ from typing import Any
 
 from doctor import parsers
 from doctor.host import Host
-from doctor.model.facts import DeepResult, PyPackage, PythonEnv, cudnn_version
+from doctor.model.facts import DeepResult, PyPackage, PythonEnv
+from doctor.model.versions import cudnn_version
 from doctor.probes.base import Recorder, run_python_child
 
 DEEP_FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jaxlib", "cupy")
