@@ -44,6 +44,7 @@ from doctor.model.facts import (
     PythonEnv,
     Toolkit,
 )
+from doctor.parsers import strip_escapes
 from doctor.safeio import lazy_compile, small_int
 
 SOURCE = "collect_env"
@@ -187,8 +188,13 @@ def _key(raw: str) -> str | None:
 
 
 def _read(text: str) -> _Report:
-    report = _Report(text=text[:MAX_TEXT])
+    report = _Report(text=strip_escapes(text[:MAX_TEXT]))  # a terminal's colours, a BOM: not the report's
     lines = [_clean_line(x) for x in report.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    if lines and not report.text.endswith(("\n", "\r")) and not _PACKAGE_LINE.match(lines[-1]):
+        # A paste that stops mid-line was cut there: "Nvidia driver version: 570.1" of 570.124.04, a
+        # GPU name's first letters. What that last field line says is unknown, not a value. (A last
+        # package line is kept: lists are often pasted without their final line break.)
+        lines[-1] = ""
     current: str | None = None  # the multi-line block being read
     section: str | None = None  # vLLM section title
     i = 0

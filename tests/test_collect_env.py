@@ -103,6 +103,13 @@ FACTS = {
     "pytorch-44106-rocm-build-torch1.7.txt": dict(
         os=("ubuntu", "18.04"), driver=None, gpus=[], torch=("1.7.0a0+9ddd3df", None, None),
         errors={"collect_env:GPU models and configuration"}),
+    # ROCm builds: "Is CUDA available: True" means a HIP device, not CUDA; the AMD GPU is no NVIDIA GPU fact
+    "pytorch-131901-rocm6.1-mi210-source-build.txt": dict(
+        os=("ubuntu", "20.04"), gcc="9.4.0", driver=None, gpus=[], nvcc=None, cudnn=[], python="3.9.19",
+        torch=("2.3.0a0+gitae01701", None, None), available=None),
+    "pytorch-180500-rocm7.13-mi300x-torch2.9.1.txt": dict(
+        os=("ubuntu", "24.04"), gcc="13.3.0", driver=None, gpus=[], nvcc=None, cudnn=[], python="3.12.3",
+        torch=("2.9.1+rocm7.13.0a20260401", None, None), available=None),
     "pytorch-137846-windows11-cpu-nightly-no-gpu.txt": dict(
         os=("windows", "11"), driver=None, gpus=[], python="3.10.17", torch=("2.8.0.dev20250528+cpu", None, True)),
     "pytorch-42887-torch-not-importable-macos.txt": dict(
@@ -190,6 +197,8 @@ FINDINGS = {
     "pytorch-121067-macos-no-gpu-torch2.2.2.txt": (4, [("framework.cpu_only_build", "info")]),
     # A ROCm build is no CUDA build: nothing NVIDIA-related to judge, so no verdict (exit 4)
     "pytorch-44106-rocm-build-torch1.7.txt": (4, []),
+    "pytorch-131901-rocm6.1-mi210-source-build.txt": (4, []),
+    "pytorch-180500-rocm7.13-mi300x-torch2.9.1.txt": (4, []),
     "pytorch-137846-windows11-cpu-nightly-no-gpu.txt": (4, [("framework.cpu_only_build", "info")]),
     # torch could not be imported and nothing else is said: no verdict (status "unknown", exit 4), never "ready"
     "pytorch-42887-torch-not-importable-macos.txt": (4, []),

@@ -31,13 +31,12 @@ SCRIPT = ROOT / "scripts" / "gpu-validate"
 RUNS = sorted(p for p in (DATA / "gpu-validate").iterdir() if p.is_dir())
 STEPS = ("00-machine", "01-install", "02-check-v", "03-check-json", "04-snapshot", "05-nvidia-smi-q-x",
          "06-nvidia-smi", "07-proc-driver-version", "08-nvidia-smi-topo", "09-smoke", "10-oom", "11-oom-held",
-         "12-oom-held-force", "13-find-torch", "14-check-deep", "15-check-deep-json", "16-smoke-torch",
-         "17-oom-torch", "18-batch-probe", "19-tui")
-ACTIVE_STEPS = ("09-smoke", "10-oom", "11-oom-held", "12-oom-held-force", "16-smoke-torch", "17-oom-torch",
-                "18-batch-probe")
-TORCH_STEPS = ("14-check-deep", "15-check-deep-json", "16-smoke-torch", "17-oom-torch", "18-batch-probe")
+         "12-oom-held-force", "13-tui", "14-find-torch", "15-check-deep", "16-check-deep-json", "17-smoke-torch",
+         "18-oom-torch", "19-batch-probe")
+ACTIVE_STEPS = ("09-smoke", "10-oom", "11-oom-held", "12-oom-held-force", "17-smoke-torch", "18-oom-torch",
+                "19-batch-probe")
+TORCH_STEPS = ("15-check-deep", "16-check-deep-json", "17-smoke-torch", "18-oom-torch", "19-batch-probe")
 STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready", "unknown": "UNKNOWN"}
-MARKS = {"fail": "✗", "error": "✗", "warn": "!", "ok": "✓"}
 
 runs = pytest.mark.parametrize("run", RUNS, ids=[p.name for p in RUNS])
 
@@ -101,7 +100,7 @@ def summary_rows(run: Path) -> list[dict[str, str]]:
 
 
 def torch_answers(run: Path) -> list[dict[str, Any]]:
-    step = Step(run, "13-find-torch")
+    step = Step(run, "14-find-torch")
     return [json.loads(line) for line in step.text().splitlines() if line.strip()] if step.skipped is None else []
 
 
@@ -219,32 +218,32 @@ def test_oom_refuses_while_another_process_holds_gpu_memory(run: Path) -> None:
 
 @runs
 def test_torch_steps_ran_exactly_when_a_cuda_torch_was_found(run: Path) -> None:
-    find = Step(run, "13-find-torch")
+    find = Step(run, "14-find-torch")
     if find.skipped:
         assert [Step(run, n).skipped for n in TORCH_STEPS] == [find.skipped] * len(TORCH_STEPS)
         return
     answers = torch_answers(run)
-    assert answers, "13-find-torch asked no interpreter"
+    assert answers, "14-find-torch asked no interpreter"
     cuda = [a for a in answers if a.get("cuda") and a.get("is_available")]
     for name in TORCH_STEPS:
         step = Step(run, name)
         if not cuda:
-            assert step.skipped == "no CUDA torch on this machine (13-find-torch)"
+            assert step.skipped == "no CUDA torch on this machine (14-find-torch)"
         else:
             assert step.skipped is None and step.exit_code in (0, 1), name
     if cuda:
-        assert f"--python {cuda[0]['candidate']} " in (Step(run, "16-smoke-torch").dir / "command").read_text()
-        (framework,) = Step(run, "16-smoke-torch").json()["active"]["results"]["frameworks"]
+        assert f"--python {cuda[0]['candidate']} " in (Step(run, "17-smoke-torch").dir / "command").read_text()
+        (framework,) = Step(run, "17-smoke-torch").json()["active"]["results"]["frameworks"]
         assert (framework["version"], framework["cuda"], framework["is_available"]) == \
             (cuda[0]["torch"], cuda[0]["cuda"], True)
 
 
 @runs
 def test_the_tui_showed_the_verdict_the_gpus_and_the_tests_results(run: Path) -> None:
-    tui = run / "19-tui"
+    tui = run / "13-tui"
     how = (tui / "how").read_text().strip()
     assert how in ("tmux", "pilot")
-    if Step(run, "19-tui").skipped:
+    if Step(run, "13-tui").skipped:
         pytest.skip(f"the TUI step did not run in {run.name}")
     screens = {re.sub(r"^\d\d-", "", p.stem): p.read_text() for p in sorted(tui.glob("[0-9][0-9]-*.txt"))}
     live = Step(run, "03-check-json").json()
@@ -256,9 +255,12 @@ def test_the_tui_showed_the_verdict_the_gpus_and_the_tests_results(run: Path) ->
         assert "no GPU table" in screens["gpus"]
     assert "Run (y)" in screens["oom-question"]
     for name, step in (("smoke", "09-smoke"), ("oom", "10-oom")):
+        # The TUI ran the test again, minutes later: a figure near a threshold may warn once and not the next
+        # time, but a test that failed on the command line fails in the TUI too.
         title = {"smoke": "Smoke test", "oom": "OOM probe"}[name]
-        status = Step(run, step).json()["status"]
-        assert f"{MARKS[status]} {title}: " in screens[name], screens[name]
+        marks = [m for m in ("✓", "!", "✗") if f"{m} {title}: " in screens[name]]
+        assert marks, screens[name]
+        assert (marks[0] == "✗") == (Step(run, step).json()["status"] == "fail")
     if how == "tmux":
         assert "EXIT=0" in screens["exit"]
     else:
@@ -305,7 +307,7 @@ def test_a_spent_budget_skips_every_step_records_each_and_packs_one_file(tmp_pat
     assert [r["step"] for r in rows] == list(STEPS)
     assert {(r["outcome"], r["note"]) for r in rows} == {
         ("skipped", "the run's time budget (--budget 0 s) was spent")}
-    assert Step(run, "19-tui").skipped
+    assert Step(run, "13-tui").skipped
     assert (tmp_path / "gpu-validate-summary.txt").read_text() == (run / "summary.txt").read_text()
 
 
@@ -315,7 +317,7 @@ def test_the_wheels_install_offline_and_the_whole_run_ends_with_its_summary(tmp_
     wheels = tmp_path / "wheels"
     build = subprocess.run([str(ROOT / "scripts" / "build-gpu-wheels"), str(wheels)], capture_output=True,
                            text=True, timeout=600, check=False)
-    if build.returncode != 0 and "pypi" in build.stderr.lower():
+    if build.returncode != 0 and ("NewConnectionError" in build.stderr or "Network is unreachable" in build.stderr):
         pytest.skip(f"PyPI is not reachable: {build.stderr.strip().splitlines()[-1]}")
     assert build.returncode == 0, build.stderr
     size = sum(p.stat().st_size for p in wheels.iterdir())
@@ -328,4 +330,4 @@ def test_the_wheels_install_offline_and_the_whole_run_ends_with_its_summary(tmp_
     assert Step(run, "01-install").exit_code == 0
     assert Step(run, "03-check-json").exit_code in (0, 1, 4)
     assert json.loads(Step(run, "04-snapshot").text())["schema"] == "gpu-doctor.facts/v1"
-    assert json.loads((run / "19-tui" / "pilot.json").read_text())["diagnosed"] is True
+    assert json.loads((run / "13-tui" / "pilot.json").read_text())["diagnosed"] is True

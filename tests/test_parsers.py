@@ -608,6 +608,11 @@ TEXT_PARSERS: list[Callable[[str], Any]] = [
     parsers.parse_dpkg_status,
     parsers.parse_gcc_version,
     parsers.parse_cuda_driver_version_from_smi_text,
+    parsers.parse_nvidia_smi_text,
+    parsers.parse_nvidia_smi_csv,
+    parsers.parse_device_query,
+    parsers.parse_jax_environment_info,
+    parsers.parse_nvidia_smi_topo,
 ]
 
 FIXTURES = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*") if p.is_file() and p.name != "SOURCES.md")
@@ -628,6 +633,13 @@ SHAPES: dict[Callable[[str], Any], Callable[[Any], bool]] = {
     parsers.parse_ldconfig_p: lambda r: isinstance(r, list) and all(len(e) == 2 for e in r),
     parsers.parse_dpkg_status: lambda r: isinstance(r, list) and all(len(e) == 2 for e in r),
     parsers.parse_cuda_driver_version_from_smi_text: lambda r: set(r) == {"driver_version", "cuda_version"},
+    parsers.parse_nvidia_smi_text: lambda r: (
+        set(r) == {"driver_version", "cuda_version", "smi_version", "no_devices", "gpus", "mig_devices", "processes"}
+        and all(isinstance(g["index"], int) for g in r["gpus"])),
+    parsers.parse_nvidia_smi_csv: lambda r: isinstance(r, list) and all(isinstance(row, dict) for row in r),
+    parsers.parse_device_query: lambda r: set(r) == {"device_count", "devices", "result"},
+    parsers.parse_jax_environment_info: lambda r: "device_kinds" in r and "nvidia_smi" in r,
+    parsers.parse_nvidia_smi_topo: lambda r: set(r) == {"columns", "links", "cpu_affinity", "numa_affinity"},
 }
 
 
