@@ -13,6 +13,14 @@ lenient about layout and strict about meaning:
 * pasted forms: markdown block quotes (``> ``), indented code blocks, full-width colons, a warning
   printed by torch before the report.
 
+Tool outputs pasted in the same text (before, after, or instead of the collect_env block) are read
+too (:func:`_pasted`): an ``nvidia-smi`` table, ``-q`` or ``-L`` listing, the CUDA samples'
+``deviceQuery``, ``jax.print_environment_info()``. Each fact they give names its source
+(``collect_env:nvidia-smi table``). The collect_env block wins a conflict, because it describes the
+process being judged, and the conflict is noted in ``errors[]`` — except where the pasted value is the
+same value stated more fully (driver ``550.54.15`` where the block says ``550.54``, cut short). A section
+that is missing, cut or garbled adds nothing: unknown stays unknown.
+
 What the report says is recorded; what it does not say stays ``None``, and ``errors[]`` says why
 (``Could not collect``, ``No CUDA``, a line missing because the paste was cut). Two facts come from
 torch's own warnings when they precede the report: the driver's CUDA version (``found version
@@ -44,7 +52,12 @@ from doctor.model.facts import (
     PythonEnv,
     Toolkit,
 )
-from doctor.parsers import strip_escapes
+from doctor.parsers import (
+    parse_device_query,
+    parse_jax_environment_info,
+    parse_nvidia_smi_text,
+    strip_escapes,
+)
 from doctor.safeio import lazy_compile, small_int
 
 SOURCE = "collect_env"
@@ -165,10 +178,14 @@ def _parse(text: str) -> Facts:
         raise CollectEnvError("this is JSON, not collect_env output (a gpu-doctor snapshot goes to --facts)")
     report = _read(text)
     core = CORE & set(report.values)
+    pasted = _Pasted.read(report.text)
     if "torch_version" not in report.values and len(core) < 2:
+        if pasted.any():
+            # No collect_env block, but nvidia-smi / deviceQuery / JAX output: judge what those state.
+            return _merge(_without_block_notes(_facts(_Report(text=report.text))), pasted)
         raise CollectEnvError("no 'PyTorch version:' line and too few other collect_env fields: this is not the "
                               "output of `python -m torch.utils.collect_env`")
-    return _facts(report)
+    return _merge(_facts(report), pasted)
 
 
 # --- reading the text ---------------------------------------------------------------------------
@@ -727,3 +744,157 @@ def _raw_packages(report: _Report) -> list[dict[str, Any]]:
                 version = f"{version}+cpu"  # conda's CPU build, spelled as the wheel's local tag
             rows[name] = {"name": name, "version": version}
     return list(rows.values())
+
+
+# --- other tool outputs pasted with (or instead of) the report -----------------------------------
+
+
+@dataclass
+class _Pasted:
+    """What nvidia-smi, deviceQuery and jax.print_environment_info() state in the same paste."""
+
+    smi: dict[str, Any]
+    smi_label: str
+    device_query: dict[str, Any]
+    jax: dict[str, Any]
+
+    @classmethod
+    def read(cls, text: str) -> _Pasted:
+        smi = parse_nvidia_smi_text(text)  # the parsers never raise; a cut section gives None/[]
+        if re.search(r"NVSMI LOG|^\s*Product Name\s*:", text, re.MULTILINE):
+            label = "nvidia-smi -q"
+        elif re.search(r"NVIDIA-SMI\s+\d", text):
+            label = "nvidia-smi table"
+        else:
+            label = "nvidia-smi -L"
+        return cls(smi=smi, smi_label=label, device_query=parse_device_query(text),
+                   jax=parse_jax_environment_info(text))
+
+    def any(self) -> bool:
+        return bool(self.smi["driver_version"] or self.smi["gpus"] or self.device_query["devices"]
+                    or self.jax["jax"] or self.jax["jaxlib"])
+
+
+def _without_block_notes(facts: Facts) -> Facts:
+    """Facts of a paste with no collect_env block: its missing lines are not 'cut off', they were never there."""
+    errors = [e for e in facts.errors if not e.reason.startswith(("the report has no '", "collect_env does not"))]
+    errors.append(ProbeError(probe=SOURCE, reason="no collect_env block in the paste: the facts come from the "
+                                                  "nvidia-smi / deviceQuery / JAX output pasted instead"))
+    return replace(facts, errors=errors)
+
+
+def _more_specific(block: str, pasted: str) -> bool:
+    """The pasted version is the block's one stated more fully (a cut '550.54' of '550.54.15')."""
+    return pasted.startswith(block + ".")
+
+
+def _merge(facts: Facts, pasted: _Pasted) -> Facts:
+    """Facts plus what the pasted tool outputs state; the collect_env block wins a conflict (noted)."""
+    sources = dict(facts.sources)
+    errors = list(facts.errors)
+
+    def src(key: str, label: str, override: bool = False) -> None:
+        if override or key not in sources:
+            sources[key] = f"{SOURCE}:{label}"
+
+    def conflict(what: str, block: str, other: str, label: str) -> None:
+        errors.append(ProbeError(probe=f"{SOURCE}:{label}", reason=f"the pasted {label} says {what} {other}, the "
+                                 f"collect_env block {block}: the block's value is kept"))
+
+    smi, label, dq = pasted.smi, pasted.smi_label, pasted.device_query
+    driver = facts.driver
+    version = smi["driver_version"]
+    if version and not re.fullmatch(r"\d{3,}(\.\d+){1,2}", version):
+        version = None
+    if version and driver.userspace is None:
+        driver = replace(driver, userspace=version)
+        src("driver.userspace", label, override=True)
+    elif version and driver.userspace and version != driver.userspace:
+        if _more_specific(driver.userspace, version):
+            driver = replace(driver, userspace=version)
+            src("driver.userspace", label, override=True)
+        else:
+            conflict("driver", driver.userspace, version, label)
+    if smi["cuda_version"] and driver.smi_cuda_version is None:
+        driver = replace(driver, smi_cuda_version=smi["cuda_version"])
+        src("driver.smi_cuda_version", label)
+    dq_driver = next((d["driver_cuda"] for d in dq["devices"] if d["driver_cuda"]), None)
+    if dq_driver and driver.cuda_driver_api is None:
+        driver = replace(driver, cuda_driver_api=dq_driver)
+        src("driver.cuda_driver_api", "deviceQuery")
+    gpus = _merge_gpus(list(facts.gpus), smi, label, dq, src, conflict)
+    envs = list(facts.python_envs)
+    if envs and (pasted.jax["jax"] or pasted.jax["jaxlib"]):
+        envs[0] = _merge_jax(envs[0], pasted.jax, src)
+    return replace(facts, driver=driver, gpus=gpus, python_envs=envs, sources=sources, errors=errors)
+
+
+def _merge_gpus(gpus: list[Gpu], smi: dict[str, Any], label: str, dq: dict[str, Any], src: Any,
+                conflict: Any) -> list[Gpu]:
+    listed = [g for g in smi["gpus"] if g.get("name") or g.get("pci_bus_id")]
+    if not gpus and listed:
+        gpus = [Gpu(index=g["index"] if g["index"] is not None else i, name=g["name"], source="nvidia-smi")
+                for i, g in enumerate(listed)]
+        src("gpus", label, override=True)
+    elif not gpus and dq["devices"]:
+        gpus = [Gpu(index=d["index"], name=d["name"], source="deviceQuery") for d in dq["devices"]]
+        src("gpus", "deviceQuery", override=True)
+    out = []
+    for gpu in gpus:
+        s = next((g for g in listed if g["index"] == gpu.index), None)
+        if s and gpu.name and s["name"] and not _same_gpu(gpu.name, s["name"]):
+            conflict(f"GPU {gpu.index} is", gpu.name, s["name"], label)
+            s = None
+        if s:
+            fields = {"uuid": s["uuid"], "pci_bus_id": s["pci_bus_id"], "memory_total_mib": s["memory_total_mib"],
+                      "memory_used_mib": s["memory_used_mib"], "mig_mode": s["mig_mode"],
+                      "persistence_mode": s["persistence_mode"]}
+            new = {k: v for k, v in fields.items() if v is not None and getattr(gpu, k) is None}
+            if new:
+                gpu = replace(gpu, **new)
+                for k in new:
+                    src(f"gpus[{gpu.index}].{k}", label)
+        d = next((d for d in dq["devices"] if d["index"] == gpu.index and _same_gpu(gpu.name or "", d["name"])), None)
+        if d and d["compute_capability"] and gpu.compute_capability is None:
+            gpu = replace(gpu, compute_capability=d["compute_capability"])
+            src(f"gpus[{gpu.index}].compute_capability", "deviceQuery")
+        if d and d["memory_total_mib"] and gpu.memory_total_mib is None:
+            gpu = replace(gpu, memory_total_mib=d["memory_total_mib"])
+            src(f"gpus[{gpu.index}].memory_total_mib", "deviceQuery")
+        out.append(gpu)
+    return out
+
+
+def _same_gpu(a: str, b: str) -> bool:
+    """Two names of one GPU; the table shortens long ones ('NVIDIA GeForce ...')."""
+    x, y = _gpu_key(a), _gpu_key(b)
+    if x.endswith("...") or y.endswith("..."):
+        x, y = x.removesuffix("...").strip(), y.removesuffix("...").strip()
+        return x.startswith(y) or y.startswith(x)
+    return x == y
+
+
+def _merge_jax(env: PythonEnv, jax: dict[str, Any], src: Any) -> PythonEnv:
+    """jax/jaxlib from print_environment_info(): versions, and whether JAX listed GPU devices.
+
+    The printed jaxlib version has no local tag, so whether it is a CUDA build stays unknown. A device
+    list of GPUs is JAX seeing the GPU; a CPU-only list may be a CPU build or a GPU build that failed to
+    start, so it states nothing about the GPU.
+    """
+    packages = {p.name: p for p in env.packages}
+    kinds = jax["device_kinds"]
+    sees_gpu = any(k in ("GpuDevice", "CudaDevice") for k in kinds)
+    for name in ("jax", "jaxlib"):
+        if jax[name] and name not in packages:
+            packages[name] = PyPackage(name=name, version=jax[name])
+            src("python_envs.packages", "jax.print_environment_info()")
+    lib = packages.get("jaxlib")
+    if lib is not None and sees_gpu and lib.deep is None:
+        packages["jaxlib"] = replace(lib, cpu_only=False,  # JAX listed CUDA devices: a GPU build
+                                     deep=DeepResult(is_available=True, device_count=jax["device_count"]))
+        src("python_envs.packages.jaxlib.deep", "jax.print_environment_info() (jax.devices)")
+    version = env.version
+    if version is None and jax["python"]:
+        version = jax["python"]
+        src("python_envs.version", "jax.print_environment_info()")
+    return replace(env, version=version, packages=sorted(packages.values(), key=lambda p: p.name))

@@ -58,7 +58,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                           "driver>=550, gpus>=8, gpu-memory>=79GiB, cc>=8.0, python>=3.10, tensorflow…, jax…")
         p.add_argument("--from-collect-env", metavar="FILE", dest="collect_env",
                        help="diagnose the output of `python -m torch.utils.collect_env` pasted in a bug report "
-                       "(- for standard input); no probe runs")
+                       "(- for standard input), with any nvidia-smi, deviceQuery or jax.print_environment_info() "
+                       "output pasted beside it or instead of it; no probe runs")
     else:
         p.description = ("Probe this machine and write everything learned, nothing judged, as JSON (schema "
                          "gpu-doctor.facts/v1). `gpu-doctor check --facts FILE` diagnoses it anywhere.")
