@@ -21,14 +21,13 @@ Pure: facts in, beliefs out. Computed lazily and cached per snapshot object.
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.model.facts import Facts, LibRef, Toolkit
 from doctor.model.findings import Evidence
 from doctor.model.report import live_probed as live_probed  # the one rule, in the model (renderers read it)
-from doctor.safeio import small_int
+from doctor.safeio import lazy_compile, small_int
 
 # --- the belief type ------------------------------------------------------------------------------
 
@@ -71,7 +70,7 @@ class Known:
 # xorg-x11-drv-nvidia*, nvidia-driver*, nvidia-kmod*; SUSE: nvidia-compute-G0*, nvidia-driver-G0*,
 # nvidia-gl-G0*, nvidia-open-driver-G0*; Arch: nvidia, nvidia-dkms, nvidia-open[-dkms], nvidia-lts,
 # nvidia-utils; NVIDIA's CUDA repository: cuda-drivers*; the .run installer: recorded as "nvidia-installer".
-DRIVER_PACKAGES = re.compile(
+DRIVER_PACKAGES = lazy_compile(
     r"^(?:nvidia-driver(?:-.*)?|nvidia-driver-G0\d.*|nvidia-compute-G0\d.*|nvidia-gl-G0\d.*|"
     r"nvidia-open-driver-G0\d.*|nvidia-(?:open|dkms|lts)(?:-.*)?|nvidia|nvidia-utils(?:-.*)?|"
     r"nvidia-headless(?:-.*)?|nvidia-kernel-(?:open-)?dkms|nvidia-kernel-(?:open-)?source|nvidia-kmod.*|"
@@ -79,7 +78,7 @@ DRIVER_PACKAGES = re.compile(
     r"xorg-x11-drv-nvidia.*|cuda-drivers.*|linux-modules-nvidia-.*|nvidia-installer)$"
 )
 # Packages that are not a driver although their names say nvidia.
-NOT_DRIVER = re.compile(r"^(?:nvidia-container.*|libnvidia-container.*|nvidia-cuda-toolkit.*|nvidia-cudnn.*|"
+NOT_DRIVER = lazy_compile(r"^(?:nvidia-container.*|libnvidia-container.*|nvidia-cuda-toolkit.*|nvidia-cudnn.*|"
                         r"firmware-nvidia.*|nvidia-modprobe|nvidia-settings|nvidia-persistenced|nvidia-fabricmanager.*"
                         r"|cuda-compat.*)$")
 

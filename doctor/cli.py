@@ -5,7 +5,8 @@ Each command lives in a module of ``doctor.commands`` with ``add_arguments(name,
 ``--version`` are instant and ``check`` never imports textual, requests or any ML framework.
 
 Exit codes (stable): 0 no failure · 1 at least one failure (with --strict: or a warning) ·
-2 usage or input error · 3 internal error (a bug: please report it).
+2 usage or input error · 3 internal error (a bug: please report it) · 4 (check) nothing failed, but too little
+evidence to call the machine ready.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Checks whether this machine's NVIDIA driver, CUDA toolkit, cuDNN and ML frameworks fit "
         "together and work, and says how to fix what does not. `check` is read-only and offline.",
         epilog="Exit codes: 0 no failure, 1 at least one failure (--strict: or warning), 2 usage or input "
-        "error, 3 internal error. `gpu-doctor` alone opens the interactive view (`tui`) when standard input and "
+        "error, 3 internal error, 4 (check) nothing failed but too little evidence to call the machine ready. "
+        "`gpu-doctor` alone opens the interactive view (`tui`) when standard input and "
         "output are a terminal, and runs `check` otherwise (piped, redirected, cron, CI). Run `gpu-doctor COMMAND "
         "--help` for a command's options.",
     )
@@ -93,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    import signal
+
     from doctor import children, safeio
 
     _tolerant_streams()
@@ -119,7 +123,10 @@ def _main(argv: list[str] | None) -> int:
         print(f"gpu-doctor: error: {safeio.display(str(exc), line=True)}", file=sys.stderr)
         return EXIT_USAGE
     except children.Terminated as exc:
-        print(f"gpu-doctor: stopped by signal {exc.signum}", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            print(f"gpu-doctor: stopped by signal {exc.signum}", file=sys.stderr)
+        if exc.signum == getattr(signal, "SIGHUP", None):
+            detach_from_terminal()
         return 128 + exc.signum
     except BrokenPipeError:
         _silence_stdout()  # the reader went away (`| head`): nothing more to say, and nothing at exit either
@@ -166,6 +173,18 @@ def _silence_stdout() -> None:
         os.close(devnull)
     with contextlib.suppress(Exception):
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
+
+
+def detach_from_terminal() -> None:
+    """The terminal hung up: standard output and error go to /dev/null, so that nothing left to flush at exit
+    fails (the interpreter would turn that into exit 120) and the exit status stays 128 + SIGHUP."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())  # type: ignore[union-attr]
+            os.close(devnull)
+    with contextlib.suppress(Exception):
+        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
 
 
 def _misspelt_command(word: str) -> str | None:

@@ -58,7 +58,7 @@ from doctor.parsers import (
     parse_nvidia_smi_text,
     strip_escapes,
 )
-from doctor.safeio import small_int
+from doctor.safeio import lazy_compile, small_int
 
 SOURCE = "collect_env"
 MAX_TEXT = 1_000_000  # a paste longer than this is cut: a report is a few kB
@@ -109,20 +109,23 @@ LABELS = {
     "cudnn": "cuDNN version", "libraries": "Versions of relevant libraries",
 }
 
-_KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9_ ()./-]{0,60}?)\s*[:：](?:\s+|$)(?P<value>.*)$")
-_TORCH_NO_COLON = re.compile(r"^PyTorch version\s+(?P<value>\d\S*)\s*$", re.IGNORECASE)
-_BANNER = re.compile(r"^={5,}\s*$")
-_GPU_LINE = re.compile(r"^GPU\s*(?P<index>\d+)\s*[:：]\s*(?P<name>.+?)\s*(?:\(UUID:[^)]*\))?\s*$")
+_KEY_VALUE = lazy_compile(r"^(?P<key>[A-Za-z][A-Za-z0-9_ ()./-]{0,60}?)\s*[:：](?:\s+|$)(?P<value>.*)$")
+_TORCH_NO_COLON = lazy_compile(r"^PyTorch version\s+(?P<value>\d\S*)\s*$", re.IGNORECASE)
+_BANNER = lazy_compile(r"^={5,}\s*$")
+# "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-…)": the head by a pattern, the name by string operations (a pattern
+# with a lazy name between optional spaces and an optional UUID is cubic in a run of inner spaces).
+_GPU_HEAD = lazy_compile(r"GPU\s*(?P<index>\d+)\s*[:：]")
 # `nvidia-smi -L` under a GPU in MIG mode: "  MIG 3g.20gb     Device  0: (UUID: MIG-…)"; collect_env drops the UUID.
-_MIG_LINE = re.compile(r"^MIG\s+(?P<profile>\d{1,2}g\.\d{1,4}gb(?:\+\w{1,10})?)\s+Device\s+(?P<index>\d{1,3})\s*[:：]")
-_PACKAGE_LINE = re.compile(r"^\[(?P<tool>pip3?|conda)\]\s*(?P<rest>.*)$")
-_DRIVER_TOO_OLD = re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d+)\)")
-_ARCH_WARNING = re.compile(
+_MIG_LINE = lazy_compile(
+    r"^MIG\s+(?P<profile>\d{1,2}g\.\d{1,4}gb(?:\+\w{1,10})?)\s+Device\s+(?P<index>\d{1,3})\s*[:：]")
+_PACKAGE_LINE = lazy_compile(r"^\[(?P<tool>pip3?|conda)\]\s*(?P<rest>.*)$")
+_DRIVER_TOO_OLD = lazy_compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d+)\)")
+_ARCH_WARNING = lazy_compile(
     r"(?P<name>[^\n]{0,200}?) with CUDA capability sm_(?P<cc>\d+)\w* is not compatible with the current PyTorch "
     r"installation\.\s*The current PyTorch install supports CUDA capabilities (?P<archs>[a-z_0-9 ]+?)\s*\.")
 ARCH_ANCHOR = "is not compatible with the current PyTorch installation"
 OLD_GPU_ANCHOR = "which is of cuda capability"
-_OLD_GPU_WARNING = re.compile(
+_OLD_GPU_WARNING = lazy_compile(
     r"Found GPU(?P<index>\d+) (?P<name>[^\n]{1,200}?) which is of cuda capability (?P<major>\d+)\.(?P<minor>\d+)\.")
 
 
@@ -481,14 +484,27 @@ def _error_lines(text: str) -> list[str]:
     return out
 
 
+def _gpu_line(line: str) -> tuple[str, str] | None:
+    """(index, name) of an `nvidia-smi -L` line as collect_env prints it, or None; linear in the line."""
+    m = _GPU_HEAD.match(line)
+    if not m:
+        return None
+    name = line[m.end():].strip()
+    if name.endswith(")"):
+        cut = name.rfind("(UUID:")
+        if cut > 0 and ")" not in name[cut:-1]:
+            name = name[:cut].rstrip()
+    return (m.group("index"), name) if name else None
+
+
 def _mig_devices(report: _Report) -> dict[int, list[MigDevice]]:
     """The MIG devices listed under each GPU line ({GPU index: devices})."""
     out: dict[int, list[MigDevice]] = {}
     gpu: int | None = None
     for line in report.blocks.get("gpus", []):
-        m = _GPU_LINE.match(line)
-        if m:
-            gpu = int(m.group("index"))
+        head = _gpu_line(line)
+        if head:
+            gpu = small_int(head[0], 6)
             continue
         mig = _MIG_LINE.match(line.strip())
         if mig and gpu is not None:
@@ -499,13 +515,13 @@ def _mig_devices(report: _Report) -> dict[int, list[MigDevice]]:
 def _gpu_names(report: _Report) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     for line in report.blocks.get("gpus", []):
-        m = _GPU_LINE.match(line)
-        index = small_int(m.group("index"), 6) if m else None
-        if m and index is not None:
-            out.append((index, m.group("name").strip()))
+        head = _gpu_line(line)
+        index = small_int(head[0], 6) if head else None
+        if head and index is not None:
+            out.append((index, head[1]))
     if not out:
         value = report.values.get("gpus")
-        if _state(value) == "known" and value and not _GPU_LINE.match(value):
+        if _state(value) == "known" and value and not _gpu_line(value):
             out.append((0, value.strip()))  # macOS and ROCm print one bare name
     return out
 
@@ -581,7 +597,7 @@ def _toolkit(report: _Report, f: _Facts) -> tuple[list[Toolkit], LibRef | None]:
             LibRef(path="nvcc", version=version))
 
 
-_CUDNN_FILE = re.compile(
+_CUDNN_FILE = lazy_compile(
     r"(?:^|[\\/])(?:lib)?cudnn(?P<sub>_[a-z_]+)?"
     r"(?:64_(?P<win>\d+)\.dll|\.so\.(?P<so>\d+(?:\.\d+)*)|(?:\.(?P<dy>\d+(?:\.\d+)*))?\.dylib)\s*$", re.IGNORECASE)
 

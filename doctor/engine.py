@@ -11,6 +11,7 @@ from doctor.model.facts import Facts
 from doctor.model.findings import Finding
 from doctor.model.report import CheckResult, Report, collected_by_probes
 from doctor.registry import Check, Context
+from doctor.safeio import lazy_compile
 
 
 def diagnose(facts: Facts, checks: list[Check] | None, ctx: Context) -> Report:
@@ -33,7 +34,7 @@ def diagnose(facts: Facts, checks: list[Check] | None, ctx: Context) -> Report:
 
 
 # A skip reason that names where this machine's probes look: true of a probed machine, wrong for a report.
-_LOCAL_PROBE = re.compile(r"/proc|/sys|/lib/modules|EFI|mokutil|NVML|nvidia-smi|not probed|unreadable|readable")
+_LOCAL_PROBE = lazy_compile(r"/proc|/sys|/lib/modules|EFI|mokutil|NVML|nvidia-smi|not probed|unreadable|readable")
 
 
 def replayed_reason(reason: str | None) -> str | None:

@@ -11,14 +11,13 @@ Pure: no probing, no printing. :func:`render_text` and :func:`to_dict` are the t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.errors import Cause, Signature, bounded, match
 from doctor.model.facts import Facts
 from doctor.model.severity import SEVERITY_RANK
-from doctor.safeio import small_int
+from doctor.safeio import lazy_compile, small_int
 
 EXPLAIN_SCHEMA = "gpu-doctor.explain/v1"
 UNCHECKED = "unchecked."
@@ -68,9 +67,9 @@ def explain(text: str, facts: Facts | None = None, sigs: list[Signature] | None 
 # What an error message itself states about the machine is evidence (a report cut short is not):
 # torch's "driver on your system is too old (found version 11040)", XLA's "The NVIDIA driver's CUDA version is
 # 12.0", TensorFlow's "Ignoring visible gpu device (… name: X …) with Cuda compute capability 3.0".
-_TORCH_FOUND = re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d{4,6})\)")
-_XLA_DRIVER_CUDA = re.compile(r"The NVIDIA driver's CUDA version is (?P<v>\d{1,3}\.\d{1,3}) which is older")
-_TF_GPU_CC = re.compile(r"Ignoring (?:visible )?gpu device \((?:device: \d+, )?name: (?P<name>[^,\n]{1,80}),"
+_TORCH_FOUND = lazy_compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d{4,6})\)")
+_XLA_DRIVER_CUDA = lazy_compile(r"The NVIDIA driver's CUDA version is (?P<v>\d{1,3}\.\d{1,3}) which is older")
+_TF_GPU_CC = lazy_compile(r"Ignoring (?:visible )?gpu device \((?:device: \d+, )?name: (?P<name>[^,\n]{1,80}),"
                         r"[^)]{0,120}\)\s{0,20}with Cuda compute capability (?P<cc>\d{1,2}\.\d)")
 
 
@@ -106,7 +105,7 @@ def with_stated_facts(facts: Facts, text: str) -> Facts:
 # A library the loader could not open by its soname: libcudart.so.11.0, libcublas.so.12, cublas64_11.dll,
 # cudart64_110.dll (CUDA 11.0), cudnn64_8.dll. cuDNN's soname major is cuDNN's; the runtime's and cuBLAS's are the
 # CUDA major (libcublas.so.10 since CUDA 10.1).
-_SONAME = re.compile(r"\b(?P<lib>(?:lib)?(?P<name>cudart|cublasLt|cublas|cudnn)(?:_\w{1,30})?)"
+_SONAME = lazy_compile(r"\b(?P<lib>(?:lib)?(?P<name>cudart|cublasLt|cublas|cudnn)(?:_\w{1,30})?)"
                      r"(?:\.so\.(?P<so>\d{1,3})(?:\.\d{1,3})*|64_(?P<dll>1\d|[2-9])\d?\.dll)")
 # Directories the loader searches without LD_LIBRARY_PATH (ld.so's defaults and the multiarch ld.so.conf entries).
 _DEFAULT_DIRS = frozenset({"/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
@@ -204,9 +203,9 @@ def _unknowable(v: CauseVerdict, facts: Facts | None) -> CauseVerdict:
 # --- what the message itself says ---------------------------------------------------------------
 
 _SIZE = r"([\d.]+) (B|bytes|KiB|MiB|GiB|TiB)"
-_OOM_NEW = re.compile(rf"Tried to allocate {_SIZE}\. GPU (\d+) has a total capac\w* of {_SIZE} of which {_SIZE} is "
+_OOM_NEW = lazy_compile(rf"Tried to allocate {_SIZE}\. GPU (\d+) has a total capac\w* of {_SIZE} of which {_SIZE} is "
                       rf"free\.(?: Including non-PyTorch memory, this process has {_SIZE} memory in use\.)?")
-_OOM_OLD = re.compile(rf"Tried to allocate {_SIZE} \(GPU (\d+); {_SIZE} total capacity; {_SIZE} already allocated; "
+_OOM_OLD = lazy_compile(rf"Tried to allocate {_SIZE} \(GPU (\d+); {_SIZE} total capacity; {_SIZE} already allocated; "
                       rf"{_SIZE} free; {_SIZE} reserved in total by PyTorch\)")
 _UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.model.severity import SEVERITY_RANK
-from doctor.safeio import JSON_DECODER, InputError, load_json
+from doctor.safeio import JSON_DECODER, InputError, lazy_compile, load_json
 
 REPORT_SCHEMA = "gpu-doctor.report/v1"  # == doctor.model.report.REPORT_SCHEMA; not imported, to keep workers light
 FACTS_SCHEMA = "gpu-doctor.facts/v1"
@@ -106,12 +106,12 @@ class FileError:
 # last; each finding starts with code, severity) and on facts v1 key names that occur once. A quoted
 # key followed by a colon cannot occur inside a JSON string — a quote there is always escaped — so
 # a match is structure. Anything unexpected falls back to a full json.loads: always right, slower.
-_REPORT_HEAD = re.compile(r'\s*\{\s*"schema"\s*:\s*"gpu-doctor\.report/v1"\s*,\s*"status"\s*:\s*"(ok|warn|fail)"')
-_FACTS_AT = re.compile(r'"facts"\s*:\s*(?=\{\s*"schema"\s*:\s*"gpu-doctor\.facts/v1")')
-_WS = re.compile(r"\s*")
-_TAIL = re.compile(r"\s*\}\s*\}\s*\Z")  # the facts' brace, the report's
+_REPORT_HEAD = lazy_compile(r'\s*\{\s*"schema"\s*:\s*"gpu-doctor\.report/v1"\s*,\s*"status"\s*:\s*"(ok|warn|fail)"')
+_FACTS_AT = lazy_compile(r'"facts"\s*:\s*(?=\{\s*"schema"\s*:\s*"gpu-doctor\.facts/v1")')
+_WS = lazy_compile(r"\s*")
+_TAIL = lazy_compile(r"\s*\}\s*\}\s*\Z")  # the facts' brace, the report's
 _DECODER = JSON_DECODER  # numbers too long to print, NaN and Infinity are refused, not decoded
-_ACTIVE_AT = re.compile(r'\s*,\s*"active"\s*:\s*')
+_ACTIVE_AT = lazy_compile(r'\s*,\s*"active"\s*:\s*')
 # What the fleet reads from the facts, in their order (Facts' fields): each key is looked for after
 # the one before, so the facts are scanned once. The rest (driver packages, loader …) is skipped.
 _FACT_KEYS = (("host", "host"), ("driver", "kernel_module"), ("driver", "userspace"),

@@ -17,13 +17,17 @@ from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
-from doctor.matrix_cache import load_cached
+from doctor.matrix_cache import CACHE_FILE, default_cache_dir, load_cached
 from doctor.model.versions import branch, major_minor, vtuple
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+
+def _toml() -> Any:
+    """tomllib, imported only when a TOML file must be parsed (the compiled JSON copy is what `check` reads)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib
 
 
 Row = dict[str, Any]
@@ -388,7 +392,7 @@ def compile_matrix() -> dict[str, Any]:
         except FileNotFoundError:
             continue
         out["sha256"][name] = hashlib.sha256(raw).hexdigest()
-        out["data"][name] = tomllib.loads(raw.decode("utf-8"))
+        out["data"][name] = _toml().loads(raw.decode("utf-8"))
     return out
 
 
@@ -417,6 +421,7 @@ def bundled() -> Matrix:
         if compiled.get("sha256", {}).get(name) == hashlib.sha256(raw).hexdigest():
             data[name] = compiled["data"][name]
             continue
+        tomllib = _toml()
         try:
             data[name] = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -518,6 +523,8 @@ def current() -> Matrix:
     """The bundled matrix, plus PyPI-derived framework releases from `gpu-doctor matrix refresh` that the
     bundle does not have yet (hand-reviewed rows always win). Reads a local cache file; never the network."""
     base = bundled()
+    if not (default_cache_dir() / CACHE_FILE).exists():
+        return base  # no refresh was ever run: nothing to read, nor to validate (packaging is not imported)
     try:
         cached = load_cached()
     except (ImportError, OSError, ValueError):

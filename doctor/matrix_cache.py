@@ -9,8 +9,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from doctor.safeio import load_json, read_file
 
 CACHE_FILE = "pypi-rows.json"
@@ -49,6 +47,8 @@ def _row_problems(row: Any, where: str, need_version: bool) -> list[str]:
         return [f"{where}: not a table"]
     problems = []
     if need_version:
+        from packaging.version import InvalidVersion, Version  # ~50 ms: only when a refreshed cache is read
+
         try:
             Version(str(row["version"]))
             if not isinstance(row["version"], str):

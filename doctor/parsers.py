@@ -13,9 +13,13 @@ import functools
 import json
 import re
 import shlex
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from doctor.safeio import lazy_compile
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 __all__ = [
     "cuda_version_from_int",
@@ -228,7 +232,7 @@ def parse_cuda_driver_version_from_smi_text(text: str) -> dict[str, Any]:
 
 # What a terminal, a chat window or an issue tracker adds around a tool's bytes: colour escapes
 # (CSI and OSC sequences), a byte-order mark, Windows and old-Mac line ends, no-break spaces.
-_ANSI = re.compile(r"\x1b(?:\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)|[@-Z\\-_])")
+_ANSI = lazy_compile(r"\x1b(?:\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 
 def strip_escapes(text: str) -> str:
@@ -262,34 +266,34 @@ def _unframe(text: str) -> str:
 _PCI_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
 # "|   0  NVIDIA GeForce RTX 3060 ...    On  | 00000000:01:00.0  On |                  N/A |"
 # "|   0  GeForce GTX 680     Off  | 0000:03:00.0     N/A |" ; WSL/Windows: "... WDDM  |"
-_TABLE_GPU = re.compile(
+_TABLE_GPU = lazy_compile(
     rf"^\s*\|\s*(?P<index>\d{{1,3}})\s+(?P<name>\S.*?)\s+(?P<mode>On|Off|N/A|WDDM|TCC|MCDM)?\s*\|"
     rf"\s*(?P<bus>{_PCI_ID})(?:\s|$)")
 # "| N/A   54C    P8              16W /  80W |    816MiB /  6144MiB |      3%      Default |"
-_TABLE_STATS = re.compile(
+_TABLE_STATS = lazy_compile(
     r"^\s*\|\s*(?P<fan>\d{1,3}%|N/A|ERR!)\s+(?P<temp>\d{1,3}C|N/A|ERR!)\s+(?P<perf>P\d{1,2}|N/A|ERR!)\s+"
     r"(?P<power>\d{1,5}(?:\.\d{1,3})?W|N/A|ERR!)\s*/\s*(?P<cap>\d{1,5}(?:\.\d{1,3})?W|N/A|ERR!)\s*\|"
     r"\s*(?:(?P<used>\d{1,9})MiB\s*/\s*(?P<total>\d{1,9})MiB\s*\|"
     r"(?:\s*(?P<util>\d{1,3}%|N/A|ERR!)\s)?)?")
 # R450+ third row of a GPU: "|                     |                      |             Disabled |" (the MIG M. column)
-_TABLE_MIG_MODE = re.compile(r"^\s*\|\s*(?:N/A\s*)?\|\s*(?:N/A\s*)?\|\s*(?P<mig>Enabled|Disabled|N/A)\s*\|\s*$")
+_TABLE_MIG_MODE = lazy_compile(r"^\s*\|\s*(?:N/A\s*)?\|\s*(?:N/A\s*)?\|\s*(?P<mig>Enabled|Disabled|N/A)\s*\|\s*$")
 # MIG table: "|  1    3   0   0  |  14366MiB / 19968MiB | 28      0 |  2   0    1    0    0 |"
-_TABLE_MIG = re.compile(
+_TABLE_MIG = lazy_compile(
     r"^\s*\|\s*(?P<gpu>\d{1,3})\s+(?P<gi>\d{1,3})\s+(?P<ci>\d{1,3})\s+(?P<mig>\d{1,3})\s+\|"
     r"\s*(?P<used>\d{1,9})MiB\s*/\s*(?P<total>\d{1,9})MiB\s*\|")
 # Processes: "|    0   N/A  N/A      1752    C+G   Insufficient Permissions        N/A      |"
-_TABLE_PROCESS = re.compile(
+_TABLE_PROCESS = lazy_compile(
     r"^\s*\|\s*(?P<gpu>\d{1,3})\s+(?:(?:N/A|\d{1,4})\s+(?:N/A|\d{1,4})\s+)?(?P<pid>\d{1,10})\s+"
     r"(?P<type>C\+G|C|G|M\+C|M)\s+(?P<name>.*?)\s+(?P<used>\d{1,9}MiB|N/A)\s*\|\s*$")
 # nvidia-smi -L: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-…)"
-_LIST_GPU = re.compile(
+_LIST_GPU = lazy_compile(
     r"^\s*GPU\s+(?P<index>\d{1,3}):\s+(?P<name>.+?)\s+\(UUID:\s*(?P<uuid>GPU-[0-9a-fA-F-]{8,64})\)\s*$")
 # nvidia-smi -q: "GPU 00000000:01:00.0" opens a GPU; "    Product Name    : X" are its fields.
-_Q_GPU = re.compile(rf"^GPU\s+(?P<bus>{_PCI_ID})\s*$")
-_Q_FIELD = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][^:\n]{0,80}?)\s*:(?:\s(?P<value>.*))?$")
-_Q_SECTION = re.compile(r"^(?P<indent>\s+)(?P<key>[A-Za-z][^:\n]{0,80}?)\s*$")
-_NO_DEVICES = re.compile(r"^\s*No devices were found\s*$", re.MULTILINE)
-_SMI_FAILURE = re.compile(
+_Q_GPU = lazy_compile(rf"^GPU\s+(?P<bus>{_PCI_ID})\s*$")
+_Q_FIELD = lazy_compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][^:\n]{0,80}?)\s*:(?:\s(?P<value>.*))?$")
+_Q_SECTION = lazy_compile(r"^(?P<indent>\s+)(?P<key>[A-Za-z][^:\n]{0,80}?)\s*$")
+_NO_DEVICES = lazy_compile(r"^\s*No devices were found\s*$", re.MULTILINE)
+_SMI_FAILURE = lazy_compile(
     r"^\s*(?:No devices were found|NVIDIA-SMI has failed|Failed to initialize NVML|Unable to determine the device"
     r"|NVML library version|Driver/library version mismatch)")
 
@@ -482,7 +486,7 @@ def _read_q(lines: list[str], gpus: list[dict[str, Any]]) -> None:
 
 # --- nvidia-smi --query-gpu=... --format=csv -----------------------------------------------------
 
-_CSV_UNIT = re.compile(r"^(?P<name>[^\[\]]+?)\s*\[(?P<unit>[^\]]{1,16})\]\s*$")
+_CSV_UNIT = lazy_compile(r"^(?P<name>[^\[\]]+?)\s*\[(?P<unit>[^\]]{1,16})\]\s*$")
 
 
 @_never_raise(list)
@@ -539,11 +543,11 @@ def _csv_value(cell: str, unit: str | None) -> str | None:
 
 # --- deviceQuery (CUDA samples) and jax.print_environment_info() -----------------------------------
 
-_DQ_DEVICE = re.compile(r'^\s*Device\s+(?P<index>\d{1,3}):\s+"(?P<name>[^"\n]{1,200})"\s*$')
-_DQ_VERSIONS = re.compile(
+_DQ_DEVICE = lazy_compile(r'^\s*Device\s+(?P<index>\d{1,3}):\s+"(?P<name>[^"\n]{1,200})"\s*$')
+_DQ_VERSIONS = lazy_compile(
     r"CUDA Driver Version\s*/\s*Runtime Version\s+(?P<driver>\d{1,3}\.\d{1,2})\s*/\s*(?P<runtime>\d{1,3}\.\d{1,2})\s*$")
-_DQ_CC = re.compile(r"CUDA Capability Major/Minor version number:\s+(?P<cc>\d{1,2}\.\d{1,2})\s*$")
-_DQ_MEMORY = re.compile(r"Total amount of global memory:\s+(?P<mib>\d{1,9})\s+MBytes\b")
+_DQ_CC = lazy_compile(r"CUDA Capability Major/Minor version number:\s+(?P<cc>\d{1,2}\.\d{1,2})\s*$")
+_DQ_MEMORY = lazy_compile(r"Total amount of global memory:\s+(?P<mib>\d{1,9})\s+MBytes\b")
 
 
 def _empty_device_query() -> dict[str, Any]:
@@ -594,8 +598,8 @@ def parse_device_query(text: str) -> dict[str, Any]:
     return result
 
 
-_JAX_FIELD = re.compile(r"^(?P<key>jax\.devices|jaxlib|jax|numpy|python|process_count)\b(?P<rest>[^\n]*)$")
-_JAX_DEVICES = re.compile(r"^\s*\((?P<total>\d{1,6}) total, (?P<local>\d{1,6}) local\):\s*\[(?P<list>.*)\]\s*$")
+_JAX_FIELD = lazy_compile(r"^(?P<key>jax\.devices|jaxlib|jax|numpy|python|process_count)\b(?P<rest>[^\n]*)$")
+_JAX_DEVICES = lazy_compile(r"^\s*\((?P<total>\d{1,6}) total, (?P<local>\d{1,6}) local\):\s*\[(?P<list>.*)\]\s*$")
 
 
 def _empty_jax_info() -> dict[str, Any]:
@@ -649,7 +653,7 @@ def parse_jax_environment_info(text: str) -> dict[str, Any]:
 
 # --- nvidia-smi topo -m --------------------------------------------------------------------------
 
-_TOPO_ROW_NAME = re.compile(r"^(?:GPU\d{1,3}|NIC\d{1,3}|mlx\d_\d{1,3}|[a-z][a-z0-9_]{0,31})$")
+_TOPO_ROW_NAME = lazy_compile(r"^(?:GPU\d{1,3}|NIC\d{1,3}|mlx\d_\d{1,3}|[a-z][a-z0-9_]{0,31})$")
 
 
 def _empty_topo() -> dict[str, Any]:
@@ -777,6 +781,8 @@ def _xml_start(text: str) -> str:
 
 def _root_children(text: str) -> list[ET.Element] | None:
     """The complete children of <nvidia_smi_log>, in order; None if the text is not such a log."""
+    import xml.etree.ElementTree as ET  # only when nvidia-smi's XML is read (no NVML answer)
+
     parser = ET.XMLPullParser(events=("start", "end"))
     try:
         parser.feed(text)
@@ -961,7 +967,7 @@ def _smi_mig_device(mig: ET.Element) -> dict[str, Any]:
 
 # --- frameworks --------------------------------------------------------------------------------
 
-_ASSIGNMENT = re.compile(r"^([A-Za-z_]\w{0,63})[ \t]*(?::[^=\n]*)?=([^\n]*)$", re.MULTILINE)
+_ASSIGNMENT = lazy_compile(r"^([A-Za-z_]\w{0,63})[ \t]*(?::[^=\n]*)?=([^\n]*)$", re.MULTILINE)
 
 
 def _assignments(text: str) -> dict[str, str | None]:
@@ -1073,7 +1079,7 @@ def _str_or_none(value: Any) -> str | None:
 
 # --- system ------------------------------------------------------------------------------------
 
-_OS_RELEASE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OS_RELEASE_KEY = lazy_compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @_never_raise(dict)
@@ -1102,13 +1108,13 @@ def _shell_value(raw: str) -> str:
         return raw.strip("\"'")
 
 
-_XID = re.compile(
+_XID = lazy_compile(
     r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-9A-Fa-f])?)\):?"
     r"[ \t]*(\d{1,5})[ \t]*,[ \t]*([^\r\n]*)"  # the comma: a line cut inside the code is no event
 )
 # R470+ insert "pid=1234, name=python, " (or "pid='<unknown>', name=<unknown>, ") before the text.
-_XID_PID = re.compile(r"^pid=(?:'[^']*'|[^,\s]*)\s*,\s*")
-_XID_NAME = re.compile(r"^name=[^,]*,\s*")
+_XID_PID = lazy_compile(r"^pid=(?:'[^']*'|[^,\s]*)\s*,\s*")
+_XID_NAME = lazy_compile(r"^name=[^,]*,\s*")
 
 
 @_never_raise(list)
@@ -1129,7 +1135,7 @@ def parse_xid_lines(text: str) -> list[dict[str, Any]]:
     return events
 
 
-_LDCONFIG_LINE = re.compile(r"^[ \t]*(\S+)[ \t]+\(([^)\n]*)\)[ \t]*=>([^\n]*)$", re.MULTILINE)
+_LDCONFIG_LINE = lazy_compile(r"^[ \t]*(\S+)[ \t]+\(([^)\n]*)\)[ \t]*=>([^\n]*)$", re.MULTILINE)
 
 
 @_never_raise(list)

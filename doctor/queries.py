@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:  # packaging costs ~50 ms to import: only the queries that compare specifiers import it
+    from packaging.specifiers import SpecifierSet
 
 from doctor.matrix import Matrix, Row, cuda_in, driver_meets, driver_runs_cuda, is_branch, major_minor, vtuple
 from doctor.platforms import PLATFORMS, for_gpus
@@ -213,6 +213,9 @@ def python_ok(row: Row, python: str | None) -> bool:
     spec = row.get("python_wheels") or row.get("python")
     if not spec:
         return True
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(".".join(python.split(".")[:2])) in SpecifierSet(spec)
     except (InvalidSpecifier, InvalidVersion):
@@ -272,6 +275,8 @@ def plan(m: Matrix, gpu: str | list[str] | None, driver: str | None, want: str |
 
 
 def _wish(want: str | None, names: tuple[str, ...]) -> SpecifierSet | None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     body = (want or "").strip()
     for name in sorted(names, key=len, reverse=True):
         if body.lower().startswith(name):
@@ -289,6 +294,9 @@ def _wish(want: str | None, names: tuple[str, ...]) -> SpecifierSet | None:
 
 def _python_range(spec: str | None, python: str | None) -> bool:
     """TensorFlow's tested range "3.9-3.12", or a Requires-Python specifier."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     if not python or not spec:
         return True
     if re.fullmatch(r"\d+\.\d+-\d+\.\d+", spec):
@@ -634,6 +642,8 @@ def _spec(text: str | None) -> SpecifierSet | None:
             body = body[len(name):].strip()
     if not body:
         return None
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         return SpecifierSet(body if body[0] in "<>=!~" else f"=={body}")
     except InvalidSpecifier:
@@ -641,6 +651,8 @@ def _spec(text: str | None) -> SpecifierSet | None:
 
 
 def _in_spec(version: str, spec: SpecifierSet) -> bool:
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(version) in spec
     except InvalidVersion:

@@ -53,6 +53,16 @@ class Check:
     func: CheckFunc
     codes: tuple[str, ...] = ()
     static: bool = False  # judges an image's own consistency: runs in `check --static` (no GPU, no driver)
+    # More codes read from a catalog (the error tables of compat/errors.toml), asked only by what lists codes
+    # (--list-checks, docs), so that registering the check costs nothing at import time.
+    more_codes: Callable[[], tuple[str, ...]] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def all_codes(self) -> tuple[str, ...]:
+        """Every finding code this check can produce."""
+        if self.more_codes is None:
+            return self.codes
+        return tuple(dict.fromkeys((*self.codes, *self.more_codes())))
 
     def run(self, facts: Facts, ctx: Context) -> tuple[str, str | None, list[Finding]]:
         """Run the check; returns (status, reason, findings). Never raises."""

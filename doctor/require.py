@@ -15,6 +15,7 @@ from packaging.version import InvalidVersion, Version
 from doctor import beliefs
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding
+from doctor.safeio import lazy_compile
 
 NAMES = {
     "torch": "PyTorch version", "tensorflow": "TensorFlow version", "jax": "JAX version",
@@ -22,8 +23,8 @@ NAMES = {
     "driver": "NVIDIA driver version", "gpus": "number of GPUs", "gpu-memory": "memory of the smallest GPU",
     "cc": "compute capability of the least capable GPU", "python": "Python version of the checked environment",
 }
-_SPEC = re.compile(r"^\s*([a-z][a-z-]*)\s*((?:==|!=|<=|>=|~=|<|>).+)$")
-_MEM = re.compile(r"^(\d+(?:\.\d+)?)\s*(GiB|GB|MiB|MB)?$", re.I)
+_SPEC = lazy_compile(r"^\s*([a-z][a-z-]*)\s*((?:==|!=|<=|>=|~=|<|>).+)$")
+_MEM = lazy_compile(r"^(\d+(?:\.\d+)?)\s*(GiB|GB|MiB|MB)?$", re.I)
 
 
 class RequireError(ValueError):

@@ -25,7 +25,28 @@ import os
 import re
 import stat
 import sys
-from typing import Any, BinaryIO
+from typing import Any, AnyStr, BinaryIO, cast
+
+
+class _LazyPattern:
+    """A regular expression compiled the first time it is used, not when its module is imported."""
+
+    __slots__ = ("_args", "_compiled")
+
+    def __init__(self, pattern: Any, flags: int) -> None:
+        self._args = (pattern, flags)
+        self._compiled: re.Pattern[Any] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._args)
+        return getattr(self._compiled, name)
+
+
+def lazy_compile(pattern: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:
+    """``re.compile``, deferred to the first use: importing a module costs nothing for its patterns (a command
+    imports many modules whose patterns it never needs)."""
+    return cast("re.Pattern[AnyStr]", _LazyPattern(pattern, flags))
 
 MB = 1024 * 1024
 INPUT_CAP = 64 * MB  # a snapshot, report, collect_env paste or pin file; real ones are < 1 MB
@@ -158,8 +179,8 @@ JSON_DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_consta
 
 # C0 controls except TAB and LF, DEL, C1 controls, lone surrogates; the line and paragraph separators
 # (some terminals and editors break lines on them); bidi overrides and isolates that reorder what is shown.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_UNSAFE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = lazy_compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_LINE = lazy_compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def _escape(m: re.Match[str]) -> str:
@@ -192,7 +213,7 @@ def safe_repr(value: object) -> str:
 
 
 # XML 1.0 allows TAB, LF, CR and everything from U+0020 except surrogates and U+FFFE/U+FFFF.
-_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_XML_BAD = lazy_compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml_text(value: object) -> str:

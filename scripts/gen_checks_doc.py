@@ -252,8 +252,8 @@ def render() -> str:
             raise SystemExit(f"the example for {chk.id} gives no finding: {report.checks[0].status} "
                              f"({report.checks[0].reason})")
         lines += [f"## {chk.id}", "", f"**Area:** {chk.area}. {chk.summary}", ""]
-        if chk.codes != (chk.id,):
-            lines += ["**Finding codes:** " + ", ".join(f"`{c}`" for c in chk.codes), ""]
+        if chk.all_codes != (chk.id,):
+            lines += ["**Finding codes:** " + ", ".join(f"`{c}`" for c in chk.all_codes), ""]
         lines += [f"Example — {what}:", "", "```"]
         for f in shown:
             lines += _finding_lines(f, verbose=False, colour=False)

@@ -52,7 +52,7 @@ def findings_for(facts: Facts, code: str) -> list:
     """The findings a single check produces for these facts."""
     from doctor.checks import REGISTRY
 
-    report = diagnose(facts, checks=[c for c in REGISTRY if c.id == code or code in c.codes])
+    report = diagnose(facts, checks=[c for c in REGISTRY if c.id == code or code in c.all_codes])
     return [f for f in report.findings if f.code == code or f.check == code]
 
 

@@ -21,6 +21,21 @@ from hypothesis import strategies as st
 
 from doctor import cli
 
+
+def default_signals() -> None:
+    """preexec_fn of a child a test signals: SIGINT, SIGTERM and SIGHUP at their defaults, whatever the test run
+    inherited (`nohup` ignores SIGHUP, a shell's `&` ignores SIGINT) — a test never depends on its caller."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def popen_signalled(argv: list[str], **kwargs: Any) -> Any:
+    """subprocess.Popen for a child that a test will signal (see default_signals)."""
+    import subprocess
+
+    return subprocess.Popen(argv, preexec_fn=default_signals, **kwargs)
+
+
 EXAMPLES = sorted((Path(__file__).parent.parent / "doctor" / "examples").glob("*.json"))
 
 # Characters that broke renderers or terminals: ESC and CSI, C1 (0x9b is a one-byte CSI), NUL, DEL,

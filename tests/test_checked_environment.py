@@ -93,3 +93,49 @@ def test_a_python_2_interpreter_is_named_as_such(tmp_path: Path, capsys) -> None
     old.chmod(0o755)
     assert main(["check", "--python", str(old)]) == 2
     assert "Python 2.7; gpu-doctor reads environments of Python 3.6 or later" in capsys.readouterr().err
+
+
+# --- issue 23: a pyenv shim is resolved as pyenv resolves it, without running its shell chain -------------
+
+
+def fake_pyenv(root: Path, versions: tuple[str, ...] = ("3.12.1",), default: str | None = "3.12.1") -> Path:
+    (root / "shims").mkdir(parents=True)
+    shim = root / "shims" / "python3"
+    shim.write_text(f'#!/usr/bin/env bash\nset -e\nprogram="${{0##*/}}"\nexport PYENV_ROOT="{root}"\n'
+                    f'exec "{root}/libexec/pyenv" exec "$program" "$@"\n')
+    shim.chmod(0o755)
+    for v in versions:
+        fake_env(root / "versions", v)
+    if default:
+        (root / "version").write_text(f"{default}\n")
+    return root
+
+
+@pytest.mark.parametrize(("env", "local", "want"), [
+    ({}, None, "versions/3.12.1/bin/python3"),  # $PYENV_ROOT/version
+    ({"PYENV_VERSION": "3.11.9"}, None, "versions/3.11.9/bin/python3"),  # the shell's choice wins
+    ({}, "3.11.9", "versions/3.11.9/bin/python3"),  # a .python-version of the directory
+    ({"PYENV_VERSION": "system"}, None, "usr-bin/bin/python3"),  # "system": the next python3 on PATH
+    ({"PYENV_VERSION": "3.9.0"}, None, "shims/python3"),  # not installed: pyenv itself must say so
+])
+def test_a_pyenv_shim_is_resolved_to_the_interpreter_it_runs(tmp_path: Path, env: dict, local: str | None,
+                                                             want: str) -> None:
+    root = fake_pyenv(tmp_path / "pyenv", versions=("3.12.1", "3.11.9"))
+    system = fake_env(tmp_path, "usr-bin")
+    project = tmp_path / "project" / "sub"
+    project.mkdir(parents=True)
+    if local:
+        (tmp_path / "project" / ".python-version").write_text(f"# pinned\n{local}\n")
+    host = Host(env={"PATH": f"{root}/shims:{system}/bin", "PYENV_DIR": str(project), **env})
+    ((exe, origin),) = pyenvs.target_pythons(host, [], Recorder())
+    assert origin == "PATH"
+    assert exe in (f"{root}/{want}", f"{tmp_path}/{want}"), exe
+
+
+def test_own_interpreter_with_a_framework_is_the_users_environment(tmp_path: Path, monkeypatch) -> None:
+    site = tmp_path / "site"
+    (site / "torch-2.5.1+cu124.dist-info").mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [str(site)])
+    assert pyenvs._holds_frameworks()
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "nothing-here")])
+    assert not pyenvs._holds_frameworks()

@@ -17,7 +17,7 @@ from conftest import run_check
 from factories import H100, make_facts
 
 from doctor.matrix import bundled, driver_runs_cuda
-from doctor.model.facts import Cudnn, Gpu, LibRef, Package, PyPackage, PythonEnv, Toolkit
+from doctor.model.facts import Cudnn, DeepResult, Gpu, LibRef, Package, PyPackage, PythonEnv, Toolkit
 
 
 def gpu(name: str, cc: str | None = None, **kw: Any) -> Gpu:
@@ -227,11 +227,41 @@ CASES = [
         PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=False),
         PyPackage("nvidia-cudnn-cu12", "8.9.7.29", cudnn="8.9.7.29"))},
      "cudnn.version_mismatch", "ok", ["gets cuDNN 8.9.7.29"]),
+    # issue 23: torch reports its loaded cuDNN as an integer (92400 for 9.24.0); one representation everywhere
+    ("torch-cu13-deep-integer-cudnn-is-decoded", {"python_envs": env(
+        torch("2.9.0", "13.0", cudnn="9.13.0.50", deep=DeepResult(is_available=True, cudnn="92400")),
+        PyPackage("nvidia-cudnn-cu13", "9.24.0.10", cudnn="9.24.0.10"))},
+     "cudnn.version_mismatch", "ok", ["gets cuDNN 9.24.0"]),
+    ("torch-cu12-deep-integer-cudnn-8", {"python_envs": env(
+        torch("2.1.2", "12.1", cudnn="8.9.2.26", deep=DeepResult(is_available=True, cudnn="8902")),
+        PyPackage("nvidia-cudnn-cu12", "8.9.2.26", cudnn="8.9.2.26"))},
+     "cudnn.version_mismatch", "ok", ["gets cuDNN 8.9.2"]),
+    # a second cuDNN wheel of the same major overwrote the one torch pins
+    ("second-cudnn-wheel-overwrote-the-pinned-one", {"python_envs": env(
+        torch("2.5.1", "12.4", cudnn="9.1.0.70"),
+        PyPackage("nvidia-cudnn-cu11", "9.0.0.312", cudnn="9.0.0.312"),
+        PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70"))},
+     "cudnn.version_mismatch", "warn", ["built with cuDNN 9.1.0.70", "nvidia-cudnn-cu11 9.0.0.312",
+                                        "installed last"]),
+    ("torch-deep-error-names-the-overwriting-cudnn", {"python_envs": env(
+        torch("2.5.1", "12.4", cudnn="9.1.0.70", deep=DeepResult(error=(
+            "RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 1, 0) but found runtime "
+            "version (9, 0, 0). PyTorch already comes bundled with cuDNN."))),
+        PyPackage("nvidia-cudnn-cu11", "9.0.0.312", cudnn="9.0.0.312"),
+        PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70"))},
+     "cudnn.version_mismatch", "fail", ["built with cuDNN 9.1.0 but will load cuDNN 9.0.0", "own error"]),
     ("tf-cudnn86-built-loads-81", {"loader__libcudnn": LibRef("/usr/lib/x86_64-linux-gnu/libcudnn.so.8", "8.1.0"),
                                    "python_envs": env(PyPackage("tensorflow", "2.11.0", cuda="11.2", cudnn="8.6",
                                                                 cpu_only=False))},
      "cudnn.version_mismatch", "fail", ["built with cuDNN 8.6 but will load cuDNN 8.1.0"]),
 ]
+
+
+def test_the_overwritten_cudnn_is_fixed_by_reinstalling_the_wheel_torch_pins() -> None:
+    overrides = next(c[1] for c in CASES if c[0] == "second-cudnn-wheel-overwrote-the-pinned-one")
+    _status, findings = outcome(make_facts(**overrides), "cudnn.version_mismatch")
+    (found,) = findings
+    assert "--force-reinstall --no-deps nvidia-cudnn-cu12==9.1.0.70" in (found.fix.summary if found.fix else "")
 
 
 @pytest.mark.parametrize(("overrides", "check_id", "severity", "words"), [c[1:] for c in CASES],

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from hostile import popen_signalled
 
 from doctor.cli import build_parser, main
 from doctor.engine import replayed_reason
@@ -118,8 +119,8 @@ def test_ctrl_c_in_the_first_moments_of_the_real_command(tmp_path: Path) -> None
 
     exe = Path(sys.prefix) / "bin" / "gpu-doctor"
     for delay in (0.02, 0.05, 0.08, 0.1, 0.15, 0.25):
-        proc = subprocess.Popen([str(exe), "check", "--facts", str(EXAMPLE)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = popen_signalled([str(exe), "check", "--facts", str(EXAMPLE)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
@@ -136,8 +137,8 @@ def test_ctrl_c_once_running_is_exactly_one_line(tmp_path: Path) -> None:
     import time
 
     exe = Path(sys.prefix) / "bin" / "gpu-doctor"
-    proc = subprocess.Popen([str(exe), "check", "--facts", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = popen_signalled([str(exe), "check", "--facts", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while "pipe" not in Path(f"/proc/{proc.pid}/wchan").read_text():  # blocked reading the pipe: in main
         assert time.monotonic() < deadline and proc.poll() is None
@@ -163,5 +164,92 @@ def test_verbose_shows_what_deep_learned(tmp_path: Path, capsys) -> None:
     main(["check", "--facts", str(snap), "-v"])
     out = capsys.readouterr().out
     assert "/venv/bin/python ($VIRTUAL_ENV): Python 3.11.9" in out
-    assert "--deep: is_available no, 0 device(s), arch list sm_50, sm_90, CUDA 12.4, cuDNN 90100" in out
+    assert "--deep: is_available no, 0 device(s), arch list sm_50, sm_90, CUDA 12.4, cuDNN 9.1.0" in out
     assert "--deep: CUDA libraries mapped: /venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in out
+
+
+# --- issue 23: what a new user trips on ------------------------------------------------------------------
+
+
+def test_plan_without_arguments_plans_for_this_machine(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from factories import make_facts
+
+    import doctor.probes
+
+    facts = make_facts()  # an H100 on driver 550.90.07, Python 3.11
+    monkeypatch.setattr(doctor.probes, "collect", lambda host, **kw: facts)
+    code = main(["plan"])
+    out, err = capsys.readouterr()
+    assert "planning for this machine" in err and "driver 550.90.07" in err and facts.gpus[0].name in err
+    assert code == 0 and out.startswith("torch ")
+    assert main(["plan", "--driver", "550.90.07", "--gpu", facts.gpus[0].name, "--python", "3.11"]) == 0
+    assert capsys.readouterr().out == out  # the same plan as when the machine is described by hand
+
+
+def test_plan_without_arguments_on_a_machine_without_gpu_or_driver_says_what_to_give(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from factories import make_facts
+
+    import doctor.probes
+
+    monkeypatch.setattr(doctor.probes, "collect", lambda host, **kw: make_facts(
+        gpus=[], driver__kernel_module=None, driver__userspace=None))
+    assert main(["plan"]) == 2
+    assert "--gpu, --driver or --want" in capsys.readouterr().err
+
+
+def test_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for code in ("0 no failure", "1 at least one failure", "2 usage", "3 internal error", "4 (check)"):
+        assert code in text
+
+
+def test_pin_help_speaks_of_pinning_not_of_a_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["pin", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "plan" not in text.lower()
+
+
+def test_verbose_says_each_reason_for_not_checking_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from factories import make_facts
+
+    snap = tmp_path / "facts.json"
+    snap.write_text(make_facts().to_json())
+    main(["check", "--facts", str(snap), "-v"])
+    out = capsys.readouterr().out
+    hint = "no active test was recorded"
+    assert out.count(hint) == 1
+    block = out[out.index(hint):].split("\n\n")[0]
+    assert "active.smoke" in block and "active.nccl_tests" in block
+
+
+def test_deep_text_output_shows_what_the_frameworks_answered_and_mapped(tmp_path: Path, capsys) -> None:
+    from dataclasses import replace
+
+    from doctor.model.facts import DeepResult, PyPackage, PythonEnv, load_facts
+
+    facts = load_facts(EXAMPLE.read_text())
+    torch = PyPackage(name="torch", version="2.9.0+cu130", cuda="13.0", cpu_only=False,
+                      loaded_libraries=["/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+                                        "/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so.13"],
+                      deep=DeepResult(is_available=True, device_count=1, cuda="13.0", cudnn="92400"))
+    jax = PyPackage(name="jaxlib", version="0.4.30", deep=DeepResult(error="ImportError: libcudnn.so.9: cannot open"))
+    snap = tmp_path / "deep.json"
+    snap.write_text(replace(facts, python_envs=[PythonEnv(executable="/venv/bin/python", version="3.11.9",
+                                                          origin="VIRTUAL_ENV", packages=[torch, jax])]).to_json())
+    main(["check", "--facts", str(snap)])  # not -v: the default text output
+    out = capsys.readouterr().out
+    block = out[out.index("What --deep learned"):]
+    assert "torch 2.9.0+cu130 in /venv/bin/python" in block
+    assert "said: CUDA available yes; 1 device(s); CUDA 13.0; cuDNN 9.24.0" in block
+    assert "mapped: libcudnn.so.9, libcudart.so.13" in block
+    assert "the import failed: ImportError: libcudnn.so.9: cannot open" in block
+
+
+def test_without_deep_the_text_output_has_no_deep_section(tmp_path: Path, capsys) -> None:
+    main(["check", "--facts", str(EXAMPLE)])
+    assert "What --deep learned" not in capsys.readouterr().out

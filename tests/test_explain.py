@@ -479,7 +479,8 @@ def test_every_pattern_is_linear_on_adversarial_input(row: dict) -> None:
     for text in _ADVERSARIAL:
         start = time.perf_counter()
         pattern.search(text)
-        assert time.perf_counter() - start < 0.25, (row["id"], text[:20])
+        # a catastrophic pattern takes minutes here; tests/test_regex_linearity.py proves each one linear
+        assert time.perf_counter() - start < 5, (row["id"], text[:20])
 
 
 def test_a_huge_paste_is_bounded_and_still_finds_the_error_at_its_end() -> None:
@@ -488,7 +489,7 @@ def test_a_huge_paste_is_bounded_and_still_finds_the_error_at_its_end() -> None:
     text = "noise line\n" * 1_000_000 + "RuntimeError: CUDA error: out of memory\n"
     start = time.perf_counter()
     assert "cuda.out_of_memory" in ids(text)
-    assert time.perf_counter() - start < 10
+    assert time.perf_counter() - start < 60  # bounded to MAX_TEXT: seconds even on a loaded machine
 
 
 def test_smoke_and_cuda_error_tables_are_the_same_catalog() -> None:

@@ -152,8 +152,10 @@ def test_list_checks_names_every_registered_check(capsys: pytest.CaptureFixture)
 
     assert main(["check", "--list-checks"]) == 0
     out = capsys.readouterr().out
-    assert [line.split()[0] for line in out.splitlines()] == [c.id for c in REGISTRY]
+    assert [line.split()[0] for line in out.splitlines() if not line.startswith(" ")] == [c.id for c in REGISTRY]
     assert len(REGISTRY) >= 20
+    assert max(len(line) for line in out.splitlines()) <= 100  # wrapped, not 600-character lines
+    assert "gpu.cuda_error" in out  # the codes an error catalog maps to are listed (read on first use)
 
 
 def test_text_report_has_no_colour_when_not_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -50,7 +50,7 @@ def test_special_files_under_root_never_block(tmp_path: Path, kind: str) -> None
     start = time.monotonic()
     facts = collect(host(tmp_path))
     COUNTS["fault sysroots"] = COUNTS.get("fault sysroots", 0) + len(FAULT_PATHS)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 60  # a FIFO or /dev/zero read would never end
     assert facts.driver.kernel_module is None and facts.driver.packages == []
     assert [t for t in facts.toolkits if t.root == "/usr/local/cuda" and t.version] == []
 
@@ -89,8 +89,8 @@ def hanging(path: Path, pids: Path) -> None:
 def test_a_command_that_prints_forever_is_cut_at_the_cap(tmp_path: Path) -> None:
     endless(tmp_path / "usr/bin/nvidia-smi")
     start = time.monotonic()
-    facts = collect(host(tmp_path, timeout=10))
-    assert time.monotonic() - start < 8
+    facts = collect(host(tmp_path, timeout=120))
+    assert time.monotonic() - start < 100  # cut at the cap, not waited out to the timeout
     COUNTS["fake binaries"] = COUNTS.get("fake binaries", 0) + 1
     assert any(f"output truncated at {OUTPUT_CAP // (1024 * 1024)} MB" in e.reason for e in facts.errors), facts.errors
 
@@ -113,7 +113,8 @@ def test_every_command_hanging_ends_at_the_overall_deadline_and_leaves_nothing(t
     facts = collect(host(tmp_path, timeout=1.0, budget=2.5))
     took = time.monotonic() - start
     COUNTS["fake binaries"] = COUNTS.get("fake binaries", 0) + 14
-    assert took < 4.5, f"the overall deadline did not hold: {took:.1f}s"
+    # 2.5 s on an idle machine; the hung commands would hold it 14 × 1000 s
+    assert took < 30, f"the overall deadline did not hold: {took:.1f}s"
     assert any("timed out" in e.reason or "overall deadline" in e.reason for e in facts.errors)
     time.sleep(0.1)
     started = [int(x) for x in pids.read_text().split()] if pids.exists() else []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sysroot import data
 
@@ -47,11 +49,58 @@ def test_build_kind_and_cuda_come_from_the_packages_own_files(raw: list, name: s
     assert (got.cuda, got.cpu_only) == (cuda, cpu_only)
 
 
-def test_torch_takes_its_cudnn_from_the_cudnn_wheel_beside_it() -> None:
-    raw = [pkg("torch", "2.14.1+cu130", {"torch/version.py": TORCH_CU130}), pkg("nvidia-cudnn-cu13", "9.13.0.50")]
+def test_torch_takes_its_cudnn_from_its_own_wheel_metadata_not_the_first_cudnn_wheel() -> None:
+    torch = {**pkg("torch", "2.14.1+cu130", {"torch/version.py": TORCH_CU130}),
+             "requires": ['nvidia-cublas==13.0.0.19; platform_system == "Linux"',
+                          'nvidia-cudnn-cu13==9.13.0.50; platform_system == "Linux"']}
+    raw = [torch, pkg("nvidia-cudnn-cu12", "9.1.0.70"), pkg("nvidia-cudnn-cu13", "9.13.0.50")]
     got = {p.name: p for p in packages_from_raw(raw)}
     assert got["torch"].cudnn == "9.13.0.50"
     assert got["nvidia-cudnn-cu13"].cudnn == "9.13.0.50" and got["nvidia-cudnn-cu13"].cuda == "13"
+
+
+def test_torch_reads_the_older_metadata_pin_form() -> None:
+    torch = {**pkg("torch", "2.5.1+cu124"), "requires": [
+        'nvidia-cudnn-cu12 (==9.1.0.70) ; platform_system == "Linux" and platform_machine == "x86_64"']}
+    (got,) = packages_from_raw([torch])
+    assert got.cudnn == "9.1.0.70"
+
+
+def test_torch_without_a_pin_has_no_built_cudnn_from_a_neighbour_wheel() -> None:
+    raw = [pkg("torch", "2.14.1+cu130", {"torch/version.py": TORCH_CU130}), pkg("nvidia-cudnn-cu13", "9.13.0.50")]
+    assert {p.name: p for p in packages_from_raw(raw)}["torch"].cudnn is None
+
+
+@pytest.mark.parametrize(("reported", "version"), [(92400, "9.24.0"), ("92400", "9.24.0"), (8902, "8.9.2"),
+                                                   (90100, "9.1.0"), ("9.1.0", "9.1.0"), ("8", "8"), (True, None),
+                                                   ("n/a", None), (10**30, None)])
+def test_one_representation_of_a_cudnn_version(reported: object, version: str | None) -> None:
+    from doctor.model.facts import DeepResult
+    from doctor.model.versions import cudnn_version
+
+    assert cudnn_version(reported) == version
+    if isinstance(reported, str):
+        assert DeepResult(cudnn=reported).cudnn == version
+
+
+def test_the_environment_probe_reads_torchs_nvidia_pins(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    meta = site / "torch-2.9.0+cu130.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nRequires-Dist: filelock\n"
+                                   "Requires-Dist: nvidia-cudnn-cu13==9.13.0.50; platform_system == \"Linux\"\n\n"
+                                   "Requires-Dist: nvidia-fake==1 (in the description, not a header)\n")
+    child = Path(__file__).resolve().parent.parent / "doctor" / "probes" / "pyenv_child.py"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path[:0] = [{str(site)!r}]; "
+                          f"sys.argv = ['x']; exec(open({str(child)!r}).read())"],
+                         capture_output=True, text=True, timeout=120)
+    data = json.loads(out.stdout[out.stdout.index("{"):])
+    torch = next(p for p in data["packages"] if p["name"] == "torch")
+    assert torch["requires"] == ['nvidia-cudnn-cu13==9.13.0.50; platform_system == "Linux"']
 
 
 def test_tensorflow_reports_the_cudnn_it_was_built_with() -> None:

@@ -323,7 +323,7 @@ def test_hanging_nvidia_smi_is_reported_as_a_timeout(tmp_path: Path, clean_env: 
     smi.chmod(0o755)
     started = time.monotonic()
     _code, out = run_cli(["check", "--root", str(root), "--json", "--timeout", "0.5"], capsys)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 25  # the wrapper sleeps 30 s; the timeout is 0.5 s
     errors = json.loads(out)["facts"]["errors"]
     assert any("nvidia-smi" in e["reason"] and "timed out after 0.5s" in e["reason"] for e in errors), errors
 

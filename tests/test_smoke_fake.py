@@ -231,7 +231,7 @@ def test_hang_is_gpu_hang_after_the_timeout(fake_driver: Path, where: str, kerne
     # 4 s: the host side of the saxpy step (1M elements compared in Python) must not pass for a hang on a
     # loaded 2-core machine
     out = smoke(fake_driver, timeout=4, FAKE_CUDA_HANG=where, FAKE_CUDA_FAULT_KERNEL=kernel)
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < 60  # the fake never returns: only the watchdog ends it
     assert codes(out, "gpu.hang") == [
         ("fail", f"GPU 0 ({A100}) hung: '{step}' did not finish within 4 s; the doctor stopped the test")]
     assert out.results["end"]["event"] == "hang" and out.results["end"]["reaped"] is True

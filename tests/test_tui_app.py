@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from doctor.examples import EXAMPLES, by_name
 from doctor.model.facts import Facts
 from doctor.model.findings import Finding
 from doctor.model.live import GpuSample
-from doctor.tui import active, fixes
+from doctor.tui import active, fixes, model
 from doctor.tui.app import DoctorApp
 from doctor.tui.model import Source
 from doctor.tui.screens import ConfirmDialog, ExportDialog, FixScreen, HelpScreen, SaveDialog, SnapshotPicker
@@ -165,6 +166,20 @@ async def test_passed_and_not_checked_nodes_explain_themselves() -> None:
         tree.move_cursor(skipped)
         await pilot.pause()
         assert "These checks did not run, and why" in body(app)
+
+
+@pilot_test
+async def test_side_by_side_the_findings_use_the_width_their_titles_need() -> None:
+    app = RecordingApp(example_sources(), index=index_of("r470-geforce-cu124-torch"))
+    async with app.run_test(size=(110, 30)) as pilot:
+        await settle(pilot)
+        tree = app.query_one(FindingsTree)
+        assert tree.size.width > 110 // 2, tree.size.width  # wider than half: the titles need it
+        assert app.query_one(FindingDetail).size.width >= DoctorApp.DETAIL_MIN - 2
+        first = cursor_finding(app)
+        assert first is not None
+        line = tree.render_line(tree.cursor_line - tree.scroll_offset.y).text
+        assert line.rstrip().endswith(model.tree_title(first.title)[-12:]), (line, first.title)
 
 
 @pilot_test
@@ -537,6 +552,28 @@ async def test_smoke_test_streams_progress_and_log_into_the_ui() -> None:
         labels = [str(n.label) for n in app.query_one(FindingsTree).nodes() if n.data and n.data.kind == "active_test"]
         assert "✓ Smoke test: GPU 0 passed" in labels
         assert ("information", "Smoke test: GPU 0 passed") in app.notes
+
+
+@pilot_test
+async def test_a_failed_active_test_is_counted_in_the_header_and_exported(tmp_path: Path) -> None:
+    def failing(test: active.ActiveTest, facts: Facts) -> Iterator[active.Event]:
+        yield active.Outcome("fail", "GPU 0 returned wrong results",
+                             [Finding("gpu.wrong_results", "fail", "GPU 0 returned wrong results", area="Smoke test")])
+
+    app = RecordingApp([live_source("healthy-8x-h100")], runner=failing)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert "NOT READY" not in summary(app) and "✗" not in summary(app).split("\n")[0]
+        await pilot.press("s")
+        await settle(pilot)
+        assert "NOT READY" in summary(app) and "1✗" in summary(app)
+        await pilot.press("e")
+        assert isinstance(app.screen, ExportDialog)
+        await pilot.click("#ok")  # the first format: report.json
+        await pilot.pause()
+    report = json.loads((tmp_path / "gpu-doctor-report.json").read_text())
+    exported = [f for f in report["findings"] if f["code"] == "gpu.wrong_results"]
+    assert exported and exported[0]["area"] == "Active tests" and report["status"] == "fail"
 
 
 @pilot_test

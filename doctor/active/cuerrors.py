@@ -9,6 +9,7 @@ still becomes a finding (``gpu.cuda_error``) with the driver's name and text; no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from doctor.model.findings import FixStep
@@ -45,16 +46,21 @@ def _meanings(rows: list[dict[str, Any]]) -> dict[str, Meaning]:
     return out
 
 
-def _load() -> dict[str, Meaning]:
+@cache
+def meanings() -> dict[str, Meaning]:
+    """The one catalog: compat/errors.toml [[cuda_error]] (name → finding, explanation, fix, steps, source).
+    Read on first use, not at import: `check` imports this module's users without ever needing it."""
     from doctor.matrix import bundled
 
     return _meanings(bundled().rows("errors", "cuda_error"))
 
 
-# The one catalog: compat/errors.toml [[cuda_error]] (name → finding, explanation, fix, steps, source).
-MEANINGS: dict[str, Meaning] = _load()
+def __getattr__(name: str) -> Any:  # ``MEANINGS``: the catalog, built when first asked for
+    if name == "MEANINGS":
+        return meanings()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def meaning(name: str) -> Meaning:
-    return MEANINGS.get(name) or Meaning("gpu.cuda_error", "The CUDA driver reported an error it does not explain "
+    return meanings().get(name) or Meaning("gpu.cuda_error", "The CUDA driver reported an error it does not explain "
                                                            "further; its name and text are in the title.")

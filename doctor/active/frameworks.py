@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -34,12 +35,16 @@ class Signature:
     ids: tuple[str, ...] = ()  # the compat/errors.toml signatures this row reads
 
 
-def _signatures() -> tuple[Signature, ...]:
-    """The [[smoke]] rows of the one error catalog (compat/errors.toml), in file order."""
-    from doctor.errors import signatures
+@cache
+def signatures() -> tuple[Signature, ...]:
+    """The [[smoke]] rows of the one error catalog (compat/errors.toml), in file order, compiled on first use.
+
+    Order matters: the first match wins, so specific texts come before generic ones ("no kernel image" is also
+    a "CUDA error"). The rows and their patterns live in compat/errors.toml, shared with `explain`."""
+    from doctor.errors import signatures as explain_signatures
     from doctor.matrix import bundled
 
-    by_id = {s.id: s for s in signatures()}
+    by_id = {s.id: s for s in explain_signatures()}
     out = []
     for row in bundled().rows("errors", "smoke"):
         try:
@@ -55,9 +60,11 @@ def _signatures() -> tuple[Signature, ...]:
     return tuple(out)
 
 
-# Order matters: the first match wins, so specific texts come before generic ones ("no kernel image" is also
-# a "CUDA error"). The rows and their patterns live in compat/errors.toml, shared with `explain`.
-SIGNATURES: tuple[Signature, ...] = _signatures()
+def __getattr__(name: str) -> Any:  # ``SIGNATURES``: the catalog, built when first asked for
+    if name == "SIGNATURES":
+        return signatures()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 FALLBACK = Signature(r".", "framework.gpu_smoke_failed",
                      "The framework failed on the GPU with an error gpu-doctor does not recognise; the text is in "
@@ -69,7 +76,7 @@ def classify(*texts: str | None) -> Signature:
     from doctor.errors import bounded
 
     joined = bounded("\n".join(bounded(t) for t in texts if t))
-    for sig in SIGNATURES:
+    for sig in signatures():
         if any(p.search(joined) for p in sig.compiled):
             return sig
     return FALLBACK

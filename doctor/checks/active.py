@@ -9,22 +9,27 @@ checks not applicable, so `check` on a machine where no test ran says nothing ab
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from doctor.model.facts import Facts
-from doctor.model.facts_active import ActiveFacts, driver_results
 from doctor.model.findings import Finding
 from doctor.registry import Check, Context, NotApplicable, Skip, check
+
+if TYPE_CHECKING:
+    from doctor.model.facts_active import ActiveFacts
 
 AREA = "Active tests"
 
 
+@cache
 def _catalog_codes() -> tuple[str, ...]:
-    """The finding codes a CUDA driver error or a framework's error text can become (the error catalogs)."""
-    from doctor.active.cuerrors import MEANINGS
-    from doctor.active.frameworks import FALLBACK, SIGNATURES
+    """The finding codes a CUDA driver error or a framework's error text can become (the error catalogs).
+    Read when asked (--list-checks, docs), never at import: a check with no active test never needs them."""
+    from doctor.active.cuerrors import meanings
+    from doctor.active.frameworks import FALLBACK, signatures
 
-    return tuple(sorted({m.code for m in MEANINGS.values()} | {s.code for s in (*SIGNATURES, FALLBACK)}))
+    return tuple(sorted({m.code for m in meanings().values()} | {s.code for s in (*signatures(), FALLBACK)}))
 
 
 def _active(facts: Facts) -> ActiveFacts:
@@ -62,11 +67,12 @@ RUN_CODES = ("gpu.hang", "gpu.test_crashed", "gpu.no_cuda_device", "gpu.cuda_err
        codes=("gpu.smoke", "gpu.wrong_results", "gpu.underperforming", "gpu.hardware_fault", "gpu.throttling",
               *RUN_CODES))
 def smoke(facts: Facts, ctx: Context) -> list[Finding]:
-    from doctor.active.judge import smoke_findings
-
     test = _active(facts).smoke
     if test is None:
         raise NotApplicable("no smoke test was recorded")
+    from doctor.active.judge import smoke_findings
+    from doctor.model.facts_active import driver_results
+
     return smoke_findings(driver_results(test), ctx.matrix)
 
 
@@ -75,11 +81,12 @@ def smoke(facts: Facts, ctx: Context) -> list[Finding]:
        codes=("oom.refused", "oom.capacity", "oom.recovery", "oom.released", "gpu.wrong_results",
               "gpu.hardware_fault", "gpu.throttling", *RUN_CODES))
 def oom(facts: Facts, ctx: Context) -> list[Finding]:
-    from doctor.active.judge import oom_findings
-
     test = _active(facts).oom
     if test is None:
         raise NotApplicable("no OOM probe was recorded")
+    from doctor.active.judge import oom_findings
+    from doctor.model.facts_active import driver_results
+
     return oom_findings(driver_results(test), ctx.matrix)
 
 
@@ -88,11 +95,11 @@ def oom(facts: Facts, ctx: Context) -> list[Finding]:
        codes=("multigpu.topology", "multigpu.nvlink_down", "multigpu.peer_access", "multigpu.peer_bandwidth",
               "gpu.wrong_results", "gpu.cuda_error"))
 def multi_gpu(facts: Facts, ctx: Context) -> list[Finding]:
-    from doctor.active.multigpu import findings
-
     test = _active(facts).smoke
     if test is None or test.multi_gpu is None or len(test.multi_gpu.gpus) < 2:
         raise NotApplicable("no multi-GPU test was recorded (it needs a smoke test of two or more GPUs)")
+    from doctor.active.multigpu import findings
+
     return findings(_plain(test.multi_gpu))
 
 
@@ -101,11 +108,11 @@ def multi_gpu(facts: Facts, ctx: Context) -> list[Finding]:
        codes=("framework.gpu_smoke", "framework.hang", "framework.not_installed", "gpu.wrong_results",
               "gpu.underperforming"))
 def frameworks(facts: Facts, ctx: Context) -> list[Finding]:
-    from doctor.active.frameworks import record_findings
-
     test = _active(facts).frameworks
     if test is None:
         raise NotApplicable("no framework smoke test was recorded")
+    from doctor.active.frameworks import record_findings
+
     return record_findings(_plain(test), ctx.matrix)
 
 
@@ -115,33 +122,33 @@ def frameworks(facts: Facts, ctx: Context) -> list[Finding]:
               "oom.batch_probe_failed", "multigpu.nccl", "multigpu.nccl_hang", "multigpu.nccl_failed",
               "framework.hang", "framework.not_installed"))
 def torch(facts: Facts, ctx: Context) -> list[Finding]:
-    from doctor.active.torchmem import record_findings
-
     runs = _active(facts).torch
     if not runs:
         raise NotApplicable("no torch test was recorded")
+    from doctor.active.torchmem import record_findings
+
     return record_findings([_plain(r) for r in runs])
 
 
 @check("active.gpu_burn", AREA, "gpu-burn's verdict per GPU, read from its output (it exits 0 for a FAULTY GPU).",
        codes=("gpu.burn", "gpu.burn_faulty", "gpu.hang"))
 def gpu_burn(facts: Facts, ctx: Context) -> list[Finding]:
-    from doctor.active.heavy import record_findings
-
     rec = _active(facts).gpu_burn
     if rec is None:
         raise NotApplicable("no gpu-burn run was recorded")
+    from doctor.active.heavy import record_findings
+
     return record_findings(_plain(rec))
 
 
 @check("active.dcgm", AREA, "DCGM's `dcgmi diag`: every test passed; failures and warnings with DCGM's own message.",
        codes=("gpu.dcgm", "gpu.dcgm_failed", "gpu.dcgm_warning", "gpu.hang"))
 def dcgm(facts: Facts, ctx: Context) -> list[Finding]:
-    from doctor.active.dcgm import record_findings
-
     rec = _active(facts).dcgm
     if rec is None:
         raise NotApplicable("no DCGM diagnostic was recorded")
+    from doctor.active.dcgm import record_findings
+
     return record_findings(_plain(rec))
 
 
@@ -150,24 +157,23 @@ def dcgm(facts: Facts, ctx: Context) -> list[Finding]:
        codes=("multigpu.nccl", "multigpu.nccl_failed", "multigpu.nccl_wrong_results", "multigpu.nccl_bandwidth",
               "multigpu.nccl_hang"))
 def nccl_tests(facts: Facts, ctx: Context) -> list[Finding]:
-    from doctor.active.nccltests import record_findings
-
     active = _active(facts)
     if active.nccl_tests is None:
         raise NotApplicable("no nccl-tests run was recorded")
+    from doctor.active.nccltests import record_findings
+
     mg = active.smoke.multi_gpu if active.smoke is not None else None
     return record_findings(_plain(active.nccl_tests), _plain(mg) if mg is not None else None)
 
 
-def _with_catalog(chk: Check, extra: tuple[str, ...] = ()) -> Check:
+def _with_catalog(chk: Check, catalog: bool = False) -> Check:
     """The registered form of a check: its findings in the area "Active tests", its codes with what an error
-    catalog maps a driver or framework error to."""
-    return dataclasses.replace(chk, func=_in_area(chk.func), codes=tuple(dict.fromkeys((*chk.codes, *extra))))
+    catalog maps a driver or framework error to (read when listed)."""
+    return dataclasses.replace(chk, func=_in_area(chk.func), more_codes=_catalog_codes if catalog else None)
 
 
-_CATALOG = _catalog_codes()
 CHECKS: list[Check] = [
-    _with_catalog(smoke, _CATALOG), _with_catalog(oom, _CATALOG), _with_catalog(multi_gpu),
-    _with_catalog(frameworks, _CATALOG), _with_catalog(torch, _CATALOG), _with_catalog(gpu_burn), _with_catalog(dcgm),
+    _with_catalog(smoke, True), _with_catalog(oom, True), _with_catalog(multi_gpu),
+    _with_catalog(frameworks, True), _with_catalog(torch, True), _with_catalog(gpu_burn), _with_catalog(dcgm),
     _with_catalog(nccl_tests),
 ]

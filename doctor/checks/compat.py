@@ -24,9 +24,11 @@ from doctor.model.intents import (
     Intent,
     ReinstallFramework,
 )
+from doctor.model.versions import cudnn_version
 from doctor.platforms import infer as infer_platform
 from doctor.queries import driver_floor
 from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
+from doctor.safeio import lazy_compile
 
 
 def _matrix(ctx: Context) -> Matrix:
@@ -509,17 +511,44 @@ def _lib_version(path: str) -> str | None:
     return m.group(1) if m else None
 
 
+# torch/backends/cudnn/__init__.py: "cuDNN version incompatibility: PyTorch was compiled  against (9, 1, 0) but found
+# runtime version (9, 0, 0)" (two spaces before "against"; torch 1.x printed the integers, 8700).
+_CUDNN_TUPLE = r"(\(\d{1,6}(?:,\s?\d{1,6}){1,3}\)|\d{1,6})"
+_TORCH_CUDNN_ERROR = lazy_compile(rf"compiled\s{{1,4}}against\s{{1,4}}{_CUDNN_TUPLE}\s{{1,4}}"
+                                  rf"but found runtime version\s{{1,4}}{_CUDNN_TUPLE}")
+
+
+def _said_version(text: str) -> str | None:
+    if text.startswith("("):
+        return ".".join(x.strip() for x in text.strip("()").split(","))
+    return cudnn_version(text)
+
+
+def torch_cudnn_error(p: PyPackage) -> tuple[str | None, str | None] | None:
+    """(built, loaded) as torch itself said them when --deep imported it and it refused its cuDNN."""
+    m = _TORCH_CUDNN_ERROR.search(p.deep.error) if p.deep and p.deep.error else None
+    return (_said_version(m.group(1)), _said_version(m.group(2))) if m else None
+
+
+def _cudnn_wheels(env: PythonEnv) -> list[PyPackage]:
+    return [q for q in env.packages if re.fullmatch(r"nvidia-cudnn(?:-cu\d+)?", q.name) and q.version]
+
+
 def _loaded_cudnn(facts: Facts, env: PythonEnv, p: PyPackage) -> tuple[str | None, str | None]:
-    """(version, where) of the cuDNN this framework loads. --deep's answer is the truth; else the dynamic
-    loader's order: torch's wheels carry DT_RPATH to their nvidia-cudnn wheel (searched before
-    LD_LIBRARY_PATH); other frameworks take the wheel in their environment, else the loader's libcudnn."""
+    """(version, where) of the cuDNN this framework loads. --deep's answer is the truth (its version, or the
+    error torch raised naming it); else the dynamic loader's order: torch's wheels carry DT_RPATH to their
+    nvidia-cudnn wheel (searched before LD_LIBRARY_PATH); other frameworks take the wheel in their
+    environment, else the loader's libcudnn."""
     if p.deep and p.deep.cudnn:
         return p.deep.cudnn, f"{p.name} itself (--deep)"
+    said = torch_cudnn_error(p)
+    if said and said[1]:
+        return said[1], f"{p.name}'s own error (--deep): {p.deep.error if p.deep else ''}"[:300]
     for lib in p.loaded_libraries or []:
         v = _lib_version(lib)
         if v:
             return v, f"{lib} (mapped by {p.name}, --deep)"
-    wheel = next((q for q in env.packages if re.fullmatch(r"nvidia-cudnn(?:-cu\d+)?", q.name)), None)
+    wheel = next(iter(_cudnn_wheels(env)), None)
     if wheel and wheel.version:
         return wheel.version, f"{wheel.name} in {env.executable}"
     system = facts.loader.libcudnn
@@ -528,10 +557,27 @@ def _loaded_cudnn(facts: Facts, env: PythonEnv, p: PyPackage) -> tuple[str | Non
     return None, None
 
 
+def _overwritten(env: PythonEnv, p: PyPackage, built: str) -> list[PyPackage] | None:
+    """The cuDNN wheels of one major that overwrite each other's libraries (libcudnn.so.9 of both lands in
+    the same place: the one installed last wins), when one of them does not fit torch's build and --deep did
+    not say which one torch really loads; None otherwise."""
+    if p.name != "torch" or (p.deep and (p.deep.cudnn or torch_cudnn_error(p))) or any(
+            _lib_version(lib) for lib in p.loaded_libraries or []):
+        return None
+    major = vtuple(built)[:1]
+    same = [w for w in _cudnn_wheels(env) if vtuple(w.version or "")[:1] == major]
+    if len({w.version for w in same}) < 2 or all(_cudnn_ok("torch", vtuple(built), vtuple(w.version or ""))
+                                                  for w in same):
+        return None
+    return same
+
+
 def built_cudnn(m: Matrix, p: PyPackage) -> tuple[str | None, str]:
-    """(the cuDNN a build needs, the rule it is held to)."""
+    """(the cuDNN a build needs, the rule it is held to). torch's own error (--deep) says it best, then its
+    wheel metadata's pin (PyPackage.cudnn), then the matrix's row for the build."""
     if p.name == "torch":
-        built = p.cudnn or (m.torch_variant(p.version, p.cuda) or {}).get("cudnn")
+        said = torch_cudnn_error(p)
+        built = (said[0] if said else None) or p.cudnn or (m.torch_variant(p.version, p.cuda) or {}).get("cudnn")
         return built, "torch"
     if p.name.startswith("tensorflow") or p.name == "tf-nightly":
         # build_info states the cuDNN; without it, the release's tested build (a range bound by the version)
@@ -580,6 +626,26 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     for env, p in pairs:
         built, rule = built_cudnn(m, p)
         if not built or not vtuple(built):  # a recorded cuDNN that is not a version: nothing to compare
+            continue
+        clash = _overwritten(env, p, built)
+        if clash:
+            judged = True
+            names = ", ".join(f"{w.name} {w.version}" for w in clash)
+            major = vtuple(built)[0]
+            cuda = vtuple(p.cuda or "")[:1]
+            pinned = next((w.name for w in clash if cuda and w.name.endswith(f"-cu{cuda[0]}")), clash[0].name)
+            yield finding("cudnn.version_mismatch", "warn",
+                          f"{label(p)} was built with cuDNN {built}, but {len(clash)} cuDNN {major}.x wheels share "
+                          f"its environment ({names}): the one installed last decides which torch loads",
+                          f"The wheels install the same library files (libcudnn.so.{major} …) into one directory, so "
+                          "the later install overwrote the earlier one; when the survivor is older than the build, "
+                          "torch raises 'cuDNN version incompatibility' at its first convolution. `gpu-doctor check "
+                          "--deep` imports torch and says which one it loads.",
+                          [Evidence("python_envs.packages", f"{label(p)} pins cuDNN {built}", env.executable),
+                           *[Evidence("python_envs.packages", f"{w.name} {w.version}", env.executable)
+                             for w in clash]],
+                          fix=f"Keep only the cuDNN wheel torch pins: uninstall the others, then `pip install "
+                              f"--force-reinstall --no-deps {pinned}=={built}` in {env.executable}.")
             continue
         loaded, src = _loaded_cudnn(facts, env, p)
         if not loaded:
@@ -653,7 +719,7 @@ def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
 
 SHADOWABLE = {"libcudnn": "nvidia-cudnn", "libcublas": "nvidia-cublas"}
 # CUDA 12 wheels are named nvidia-cudnn-cu12 / nvidia-cublas-cu12; the CUDA 13 ones nvidia-cudnn-cu13 / nvidia-cublas.
-_WHEEL = re.compile(r"^(nvidia-cudnn|nvidia-cublas)(?:-cu\d+)?$")
+_WHEEL = lazy_compile(r"^(nvidia-cudnn|nvidia-cublas)(?:-cu\d+)?$")
 
 
 def _older_toolkit_on_ld_path(facts: Facts, env: PythonEnv, ld_dirs: list[str]) -> str | None:

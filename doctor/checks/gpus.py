@@ -12,6 +12,7 @@ from doctor.matrix import Matrix, bundled
 from doctor.model.facts import Facts, Gpu, XidEvent
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
+from doctor.safeio import lazy_compile
 
 AREA = "GPUs"
 
@@ -123,7 +124,7 @@ def hardware_fault(facts: Facts, ctx: Context) -> Iterator[Finding]:
 
 
 # The kernel line's own word for how bad it is (NVLink5 Xids 144-150 and others print it).
-_NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
+_NONFATAL = lazy_compile(r"\bNon-?fatal\b", re.IGNORECASE)
 
 
 def _xid_finding(facts: Facts, xid: int, bus: str | None, events: list[XidEvent], row: dict[str, Any]) -> Finding:

@@ -232,9 +232,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def list_checks() -> int:
     from doctor.checks import REGISTRY
 
-    for c in REGISTRY:
-        codes = f" Codes: {', '.join(c.codes)}." if c.codes != (c.id,) else ""
-        print(f"{c.id:<34} {c.area:<20} {c.summary}{codes}")
+    sys.stdout.write(list_checks_text(REGISTRY))
     return EXIT_OK
 
 
@@ -271,6 +269,28 @@ def facts_to_check(args: argparse.Namespace) -> tuple[Any, Any]:
     if args.collect_env:
         return None, facts_from_collect_env(args.collect_env)
     return None, load_facts_file(args.facts) if args.facts else collect_from_args(args)
+
+
+def list_checks_text(registry: list[Any], width: int | None = None) -> str:
+    """One entry per check: its id (first on its line, for scripts), area and summary, then the finding codes,
+    wrapped to the terminal (100 columns when not a terminal) under the summary's column."""
+    import shutil
+    import textwrap
+
+    width = width or (shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100)
+    width = max(width, 60)
+    indent = " " * (34 + 1 + 20 + 1) if width >= 100 else " " * 4
+    out = []
+    for c in registry:
+        head = f"{c.id:<34} {c.area:<20} "
+        if width < 100:
+            out.append(f"{c.id}  ({c.area})")
+            head = indent
+        out += textwrap.wrap(c.summary, width, initial_indent=head, subsequent_indent=indent) or [head.rstrip()]
+        if c.all_codes != (c.id,):
+            out += textwrap.wrap(f"Codes: {', '.join(c.all_codes)}.", width, initial_indent=indent,
+                                 subsequent_indent=indent, break_on_hyphens=False)
+    return "\n".join(out) + "\n"
 
 
 def dockerfile_image(args: argparse.Namespace) -> Any:

@@ -43,7 +43,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--check", metavar="FILE", help="compare this machine (or --facts) with a pin file")
         p.add_argument("--force", action="store_true", help="pin even though the check reports failures")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
-    p.add_argument("--facts", metavar="FILE", help="plan for this snapshot (from `gpu-doctor snapshot`; - for "
+    what = "plan for" if name == "fix" else "pin (or --check)"
+    p.add_argument("--facts", metavar="FILE", help=f"{what} this snapshot (from `gpu-doctor snapshot`; - for "
                    "standard input) instead of this machine")
     add_probe_options(p)
 

@@ -246,11 +246,40 @@ def _cuda_text(a: dict[str, Any]) -> list[str]:
 TEXT = {"driver": _driver_text, "gpu": _gpu_text, "cuda": _cuda_text}
 
 
+def this_machine(args: argparse.Namespace) -> None:
+    """Fill --gpu, --driver, --python and --platform from this machine (probed read-only, offline), and say so."""
+    from doctor import beliefs
+    from doctor.host import Host
+    from doctor.probes import collect
+
+    facts = collect(Host(timeout=5.0, budget=15.0))
+    args.gpu = list(dict.fromkeys(g.name for g in facts.gpus if g.name)) or None
+    b = beliefs.of(facts)
+    args.driver = b.driver_version.value
+    if not args.driver and b.driver_cuda.value:  # the version unknown, its CUDA level known: plan within it
+        args.driver_cuda = b.driver_cuda.value
+    env = next((e for e in facts.python_envs if e.version), None)
+    if args.python is None and env is not None and env.version:
+        args.python = ".".join(env.version.split(".")[:2])
+    if args.platform is None:
+        from doctor.platforms import infer
+
+        args.platform = infer(facts, _matrix())
+    if not (args.gpu or args.driver or args.driver_cuda):
+        raise UsageError("plan: no NVIDIA GPU or driver found on this machine; say what to plan for with --gpu, "
+                         "--driver or --want")
+    said = [f"GPU {', '.join(args.gpu)}" if args.gpu else "no GPU listed",
+            f"driver {args.driver}" if args.driver else "driver unknown",
+            f"Python {args.python}" if args.python else None]
+    print(f"gpu-doctor: planning for this machine: {', '.join(x for x in said if x)} "
+          "(--gpu, --driver, --python and --want plan for another)", file=sys.stderr)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from doctor import queries
 
     if not (args.gpu or args.driver or args.want or args.driver_cuda):
-        raise UsageError("plan needs at least one of --gpu, --driver, --driver-cuda, --want")
+        this_machine(args)  # as `fix` does: plan for the GPUs, driver and Python found here
     m = _matrix()
     try:
         result = queries.plan(m, args.gpu, args.driver, args.want, args.python, platform=args.platform,

@@ -46,8 +46,79 @@ def run(name: str, args: argparse.Namespace) -> int:
     from doctor.tui.app import DoctorApp
 
     app = DoctorApp(sources, index=index, gpu_sampler=sampler)
+    end_on_hangup(app)
     run_app(app)
+    if app.return_code == HANGUP_EXIT or terminal_hung_up():
+        from doctor.cli import detach_from_terminal
+
+        detach_from_terminal()
+        return HANGUP_EXIT
     return app.return_code or EXIT_OK
+
+
+HANGUP_EXIT = 129  # 128 + SIGHUP, as the shell reports a program its hang-up ended
+
+
+def end_on_hangup(app: object, grace: float = 2.0) -> None:
+    """When the terminal goes away (an SSH drop, `tmux kill-session`), the TUI ends, every time: SIGHUP may be
+    ignored (`trap '' HUP`, a parent's nohup) or arrive while the event loop is busy, and a TUI reading a
+    hung-up terminal spins. A thread waits in poll() for the terminal's hang-up (no CPU while it waits), stops
+    every child, asks the app to exit, and ends the process ``grace`` seconds later if it has not."""
+    import os
+    import select
+    import threading
+
+    if not _terminal_fds() or not hasattr(select, "poll"):
+        return
+
+    def watch() -> None:
+        from doctor import children
+
+        while not terminal_hung_up(None):  # blocks in poll() until the terminal goes away
+            pass
+        children.stop()
+        exit_app = getattr(app, "exit_when_shown", None) or getattr(app, "exit", None)
+        call = getattr(app, "call_from_thread", None)
+        if exit_app is not None and call is not None:
+            threading.Thread(target=lambda: _quietly(call, exit_app, HANGUP_EXIT), daemon=True).start()
+        threading.Event().wait(grace)
+        os._exit(HANGUP_EXIT)  # the app did not end by itself: its terminal is gone, nothing is left to show
+
+    threading.Thread(target=watch, name="gpu-doctor-hangup", daemon=True).start()
+
+
+def _terminal_fds() -> list[int]:
+    return [fd for fd in (_fileno(sys.stdin), _fileno(sys.stdout)) if fd is not None]
+
+
+def terminal_hung_up(timeout_ms: int | None = 0) -> bool:
+    """Whether standard input or output reports a hang-up (waiting up to ``timeout_ms``; None: until one)."""
+    import select
+
+    if not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    for fd in _terminal_fds():
+        poller.register(fd, 0)  # no event asked for: poll() still reports POLLHUP, POLLERR and POLLNVAL
+    try:
+        events = poller.poll(timeout_ms)
+    except (OSError, ValueError):
+        return True
+    return any(ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _fd, ev in events)
+
+
+def _fileno(stream: object) -> int | None:
+    try:
+        return stream.fileno()  # type: ignore[attr-defined,no-any-return]
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _quietly(call: object, *args: object) -> None:
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        call(*args)  # type: ignore[operator]
 
 
 def run_app(app: Any) -> None:

@@ -16,9 +16,11 @@ import typing
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
-from doctor.model.facts_active import ActiveFacts
+if TYPE_CHECKING:  # the active tests' facts are read only from a snapshot that has them (see _hints)
+    from doctor.model.facts_active import ActiveFacts
+from doctor.model.versions import cudnn_version
 from doctor.safeio import InputError, load_json
 
 FACTS_SCHEMA = "gpu-doctor.facts/v1"
@@ -164,6 +166,12 @@ class DeepResult:
     cudnn: str | None = None
     arch_list: list[str] | None = None
 
+    def __post_init__(self) -> None:
+        # One representation of a cuDNN version: torch answers an integer (92400), and a snapshot of an
+        # earlier release may hold it undecoded.
+        if self.cudnn is not None:
+            object.__setattr__(self, "cudnn", cudnn_version(self.cudnn))
+
 
 @dataclass(frozen=True)
 class PyPackage:
@@ -286,6 +294,10 @@ def _build(tp: Any, value: Any) -> Any:
 
 @cache
 def _hints(tp: type) -> dict[str, Any]:
+    if tp is Facts:  # ActiveFacts lives in its own module, imported when a snapshot is read, not for `check`
+        from doctor.model.facts_active import ActiveFacts
+
+        return typing.get_type_hints(tp, localns={"ActiveFacts": ActiveFacts})
     return typing.get_type_hints(tp)
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Union
 
+from doctor.model.versions import cudnn_version
+
 # --- shared ------------------------------------------------------------------------------------
 
 
@@ -268,6 +270,10 @@ class FrameworkRun:
     error: FrameworkError | None = None
     last_step: str | None = None
     end: ActiveEnd | None = None
+
+    def __post_init__(self) -> None:
+        if self.cudnn is not None:  # one representation of a cuDNN version (torch answers 92400)
+            object.__setattr__(self, "cudnn", cudnn_version(self.cudnn))
 
 
 @dataclass(frozen=True)

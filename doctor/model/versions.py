@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from doctor.safeio import small_int
 
@@ -26,3 +27,31 @@ def major_minor(version: str | None) -> str | None:
 def branch(driver: str | None) -> int | None:
     t = vtuple(driver)
     return t[0] if t else None
+
+
+def cudnn_version(value: Any) -> str | None:
+    """One representation of a cuDNN version: dotted ("9.24.0"), whatever form it was reported in.
+
+    cudnnGetVersion() and torch.backends.cudnn.version() give an integer: cuDNN 8.x encodes
+    major*1000 + minor*100 + patch (8902 -> "8.9.2"), 9.x major*10000 + minor*100 + patch (92400 -> "9.24.0";
+    cudnn_version.h's CUDNN_VERSION). A dotted version, or a bare major ("9", TensorFlow's build info),
+    is kept as it is; anything else is None.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        return None
+    if not text.isdigit() or not text.isascii():
+        return text if re.fullmatch(r"\d{1,4}(?:\.\d{1,6}){1,3}", text) else None
+    if len(text) > 6:
+        return None
+    number = int(text)
+    if number >= 90000:
+        return f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
+    if number >= 1000:
+        return f"{number // 1000}.{number % 1000 // 100}.{number % 100}"
+    return text if number < 100 else None

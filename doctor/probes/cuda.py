@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from doctor import parsers
 from doctor.host import Host
 from doctor.model.facts import Cudnn, LibRef, LoaderInfo, PythonEnv, Toolkit
+from doctor.model.versions import cudnn_version
 from doctor.probes.base import Recorder
 
 MULTIARCH_DIRS = (
@@ -230,9 +231,5 @@ def probe_cudnn(host: Host, rec: Recorder, toolkits: list[Toolkit], loader: Load
 
 
 def cudnn_from_int(value: int) -> str | None:
-    """cudnnGetVersion's integer: 8.x encodes M*1000+m*100+p, 9.x encodes M*10000+m*100+p."""
-    if value >= 90000:
-        return f"{value // 10000}.{value % 10000 // 100}.{value % 100}"
-    if value >= 1000:
-        return f"{value // 1000}.{value % 1000 // 100}.{value % 100}"
-    return None
+    """cudnnGetVersion's integer, decoded by the one decoder (doctor.model.facts.cudnn_version)."""
+    return cudnn_version(value) if value >= 1000 else None

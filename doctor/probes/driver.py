@@ -9,9 +9,10 @@ from doctor import parsers
 from doctor.host import Host
 from doctor.model.facts import DriverInfo, Gpu, GpuProcess, LoaderInfo, MigDevice, Package, XidEvent
 from doctor.probes.base import Recorder, own_python, run_python_child
+from doctor.safeio import lazy_compile
 
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
-DRIVER_PACKAGE = re.compile(
+DRIVER_PACKAGE = lazy_compile(
     r"^(nvidia|libnvidia|libcuda|cuda-drivers|cuda-compat|xserver-xorg-video-nvidia|kmod-nvidia|akmod-nvidia|"
     r"xorg-x11-drv-nvidia|"
     r"firmware-nvidia|linux-modules-nvidia|linux-objects-nvidia|cudnn|libcudnn|nvidia-container)"
@@ -138,7 +139,7 @@ def _secure_boot(host: Host, rec: Recorder) -> bool | None:
     return None
 
 
-_MODULE_FILE = re.compile(r"^nvidia\.ko(\.(xz|zst|gz))?$")
+_MODULE_FILE = lazy_compile(r"^nvidia\.ko(\.(xz|zst|gz))?$")
 
 
 def _module_installed(host: Host, kernel: str | None) -> bool | None:
@@ -172,28 +173,45 @@ DPKG_STATUS_CAP = 512 * 1024 * 1024  # streamed; a desktop with 5,000 packages h
 
 
 def _dpkg_driver_stanzas(host: Host) -> str | None:
-    """The stanzas of dpkg's status file that may be driver packages, streamed: the file is often larger
-    than one read's cap, and a package past a cut must not silently vanish. None when unreadable."""
+    """The stanzas of dpkg's status file that may be driver packages, read in large blocks: the file is often
+    larger than one read's cap, and a package past a cut must not silently vanish. Each block is searched for
+    its "Package:" lines with one regular expression; only a driver package's stanza is decoded and kept.
+    None when unreadable."""
     kept: list[str] = []
-    stanza: list[str] = []
+    tail = b""
     try:
-        for line in host.iter_lines("/var/lib/dpkg/status", DPKG_STATUS_CAP):
-            if line.strip():
-                stanza.append(line)
+        for block in host.iter_blocks("/var/lib/dpkg/status", DPKG_STATUS_CAP):
+            buf = tail + block
+            cut = buf.rfind(b"\n\n")
+            if cut < 0 and len(buf) < _DPKG_STANZA_CAP:
+                tail = buf  # one stanza still open: it continues in the next block
                 continue
-            if _driver_stanza(stanza):
-                kept.append("".join(stanza))
-            stanza = []
+            cut = len(buf) if cut < 0 else cut
+            kept += _driver_stanzas(buf[:cut])
+            tail = buf[cut + 2:]
     except (OSError, ValueError):
         return None
-    if _driver_stanza(stanza):
-        kept.append("".join(stanza))
+    kept += _driver_stanzas(tail)
     return "\n".join(kept)
 
 
-def _driver_stanza(lines: list[str]) -> bool:
-    name = next((x[8:].strip() for x in lines if x[:8].lower() == "package:"), None)
-    return bool(name and DRIVER_PACKAGE.match(name))
+_DPKG_STANZA_CAP = 16 * 1024 * 1024  # no real stanza comes near this; a file without blank lines stays bounded
+# A literal first character lets the regex engine skip ahead in C; "^" with MULTILINE would try every byte.
+_DPKG_PACKAGE = lazy_compile(rb"\n(?i:package):[ \t]*(\S+)")
+
+
+def _driver_stanzas(chunk: bytes) -> list[str]:
+    """The whole stanzas of ``chunk`` whose package is a driver package."""
+    chunk = b"\n" + chunk  # the first stanza's "Package:" line starts the chunk
+    out = []
+    for m in _DPKG_PACKAGE.finditer(chunk):
+        if not DRIVER_PACKAGE.match(m.group(1).decode("utf-8", "replace")):
+            continue
+        start = chunk.rfind(b"\n\n", 0, m.start() + 1) + 2
+        end = chunk.find(b"\n\n", m.end())
+        stanza = chunk[max(start, 1): len(chunk) if end < 0 else end]
+        out.append(stanza.decode("utf-8", "replace").strip("\n") + "\n")
+    return out
 
 
 def _packages(host: Host, rec: Recorder) -> list[Package]:

@@ -24,6 +24,26 @@ FILES = {
 }
 
 
+# The frameworks whose wheel metadata pins the NVIDIA wheels they were built with (torch: nvidia-cudnn-cu12==…).
+PINS_OF = ("torch",)
+
+
+def nvidia_requirements(path):
+    """The Requires-Dist lines of a wheel's METADATA that name an nvidia-* wheel (its build's pins)."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(500000).decode("utf-8", "replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line; the description follows
+        if line.lower().startswith("requires-dist:") and "nvidia-" in line.lower():
+            out.append(line.split(":", 1)[1].strip()[:300])
+    return out[:64]
+
+
 def norm(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -51,16 +71,18 @@ def distributions():
             if key in seen:
                 continue  # the first on sys.path wins, as for imports
             seen.add(key)
-            yield m.group(1), m.group(2), entry
+            yield m.group(1), m.group(2), entry, d
 
 
 def static():
     out = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": []}
-    for name, version, base in distributions():
+    for name, version, base, dist_dir in distributions():
         key = norm(name)
         if not INTERESTING.match(key):
             continue
         pkg = {"name": key, "version": version, "files": {}}
+        if key in PINS_OF:
+            pkg["requires"] = nvidia_requirements(os.path.join(base, dist_dir, "METADATA"))
         for rel in FILES.get(key, []):
             path = os.path.join(base, rel)
             try:

@@ -11,6 +11,7 @@ from typing import Any
 from doctor import parsers
 from doctor.host import Host
 from doctor.model.facts import DeepResult, PyPackage, PythonEnv
+from doctor.model.versions import cudnn_version
 from doctor.probes.base import Recorder, run_python_child
 
 DEEP_FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jaxlib", "cupy")
@@ -36,16 +37,25 @@ def own_prefix() -> str | None:
     return os.path.realpath(sys.prefix)
 
 
-def _holds_frameworks() -> bool:
-    from importlib import metadata
+_DIST_DIR = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-[^-]+?\.(?:dist-info|egg-info)$")  # as pyenv_child reads them
 
-    for name in _FRAMEWORK_DISTS:
+
+def _holds_frameworks() -> bool:
+    """Whether gpu-doctor's own interpreter has a framework installed, read from the .dist-info / .egg-info
+    directory names on sys.path (PEP 427 / 376 put the name in them): importlib.metadata would open every
+    distribution's METADATA, tens of milliseconds on the critical path of every `check`."""
+    wanted = {n.replace("-", "_") for n in _FRAMEWORK_DISTS}
+    for entry in sys.path:
         try:
-            metadata.distribution(name)
-        except metadata.PackageNotFoundError:
+            names = os.listdir(entry or ".")
+        except OSError:
             continue
-        return True
-    return any((d.metadata["Name"] or "").lower().startswith("cupy") for d in metadata.distributions())
+        for name in names:
+            m = _DIST_DIR.match(name)
+            dist = re.sub(r"[-_.]+", "_", m.group(1)).lower() if m else ""
+            if dist in wanted or dist.startswith("cupy"):
+                return True
+    return False
 
 
 def target_pythons(host: Host, requested: list[str], rec: Recorder | None = None) -> list[tuple[str, str]]:
@@ -83,15 +93,79 @@ def target_pythons(host: Host, requested: list[str], rec: Recorder | None = None
 
 
 def _python_on_path(host: Host, mine: Any) -> tuple[str, str] | None:
-    """The first python3 (else python) on PATH that is not in gpu-doctor's own environment."""
+    """The first python3 (else python) on PATH that is not in gpu-doctor's own environment.
+
+    A pyenv shim is resolved to the interpreter it would run, as pyenv itself decides (see _pyenv_target): a
+    shim is a shell script that starts `pyenv exec`, half a second of shell on the probe's critical path."""
     for name in ("python3", "python"):
         for d in (host.getenv("PATH") or "/usr/local/bin:/usr/bin:/bin").split(os.pathsep):
             if not d:
                 continue
             exe = host.which(f"{d.rstrip('/')}/{name}")
-            if exe and host.path(exe).is_file() and not mine(os.path.dirname(os.path.dirname(exe))):
+            if not exe or not host.path(exe).is_file():
+                continue
+            target = _pyenv_target(host, exe, name)
+            if target == _SYSTEM:
+                continue  # pyenv's "system" version: the next python3 on PATH, as `pyenv exec` finds it
+            exe = target or exe
+            if not mine(os.path.dirname(os.path.dirname(exe))):
                 return exe, "PATH"
     return None
+
+
+_SYSTEM = "system"
+_SHIM_MAX = 4096  # a pyenv shim is a dozen lines of shell
+
+
+def _pyenv_target(host: Host, exe: str, name: str) -> str | None:
+    """The interpreter a pyenv shim runs; _SYSTEM for pyenv's "system" version; None when ``exe`` is not a
+    shim or its version cannot be resolved without pyenv itself (then the shim runs, slowly but rightly).
+
+    pyenv's order (pyenv-version-name, pyenv-version-file): $PYENV_VERSION, else the nearest .python-version
+    from the current directory ($PYENV_DIR) upwards, else $PYENV_ROOT/version; each names one or more versions
+    (the first installed one wins), installed under $PYENV_ROOT/versions/<version>."""
+    try:
+        head = host.read_text(exe, _SHIM_MAX)
+    except (OSError, ValueError):
+        return None
+    if not head.startswith("#!") or "pyenv" not in head or " exec " not in head:
+        return None
+    m = re.search(r'^export PYENV_ROOT="([^"\n]+)"', head, re.MULTILINE)
+    root = m.group(1) if m else (host.getenv("PYENV_ROOT") or os.path.dirname(os.path.dirname(exe)))
+    names = _pyenv_version_names(host, root)
+    for version in names:
+        if version == _SYSTEM:
+            return _SYSTEM
+        if "/" in version or version in (".", ".."):
+            return None  # a path or an odd name: pyenv decides those itself
+        candidate = f"{root.rstrip('/')}/versions/{version}/bin/{name}"
+        if host.path(candidate).is_file():
+            return candidate
+    return None
+
+
+def _pyenv_version_names(host: Host, root: str) -> list[str]:
+    chosen = host.getenv("PYENV_VERSION")
+    if chosen:
+        return [v for v in chosen.split(":") if v]
+    directory = host.getenv("PYENV_DIR") or (os.getcwd() if host.live else "/")
+    for _ in range(64):  # the directory's ancestors, up to the root
+        names = _version_file(host, f"{directory.rstrip('/')}/.python-version")
+        if names:
+            return names
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return _version_file(host, f"{root.rstrip('/')}/version") or [_SYSTEM]
+
+
+def _version_file(host: Host, path: str) -> list[str]:
+    """The versions a pyenv version file names (words; '#' comments ignored), [] when absent or empty."""
+    text = host.try_read(path, _SHIM_MAX)
+    if not text:
+        return []
+    return [w for line in text.splitlines() if not line.lstrip().startswith("#") for w in line.split()]
 
 
 def interpreter_of(host: Host, path: str) -> str:
@@ -157,7 +231,7 @@ def _deepen(host: Host, rec: Recorder, exe: str, pkg: PyPackage, timeout: float)
         device_count=_int(raw.get("device_count")),
         error=_str(raw.get("error")),
         cuda=_s(raw.get("cuda")),
-        cudnn=_s(raw.get("cudnn")),
+        cudnn=cudnn_version(raw.get("cudnn")),  # torch answers 92400 for cuDNN 9.24.0
         arch_list=_strs(raw.get("arch_list")),
     )
     return replace(pkg, deep=result, arch_list=_strs(raw.get("arch_list")) or pkg.arch_list,
@@ -174,7 +248,6 @@ def _s(value: Any) -> str | None:
 def packages_from_raw(raw: list[dict[str, Any]]) -> list[PyPackage]:
     """Turn what the child found into facts: the build's CUDA, its cuDNN, CPU-only or not."""
     names = {p.get("name") for p in raw}
-    by_name = {p.get("name"): p for p in raw}
     out = []
     for p in raw:
         name = str(p.get("name"))
@@ -190,7 +263,9 @@ def packages_from_raw(raw: list[dict[str, Any]]) -> list[PyPackage]:
                 cpu_only = info.get("cuda") is None and info.get("hip") is None
             elif local == "cpu":
                 cpu_only = True
-            cudnn = _wheel_version(by_name, r"nvidia-cudnn-cu\d+")
+            # The cuDNN torch was built with is the one its wheel metadata pins, not whichever cuDNN wheel the
+            # environment holds (a second one may have overwritten it: that is what the checks must see).
+            cudnn = _pinned(p.get("requires"), "nvidia-cudnn-cu")
         elif name in ("tensorflow", "tensorflow-gpu", "tf-nightly", "tensorflow-cpu"):
             info = parsers.parse_tf_build_info(files.get("tensorflow/python/platform/build_info.py", ""))
             cuda, cudnn = info.get("cuda"), info.get("cudnn")
@@ -234,8 +309,16 @@ def packages_from_raw(raw: list[dict[str, Any]]) -> list[PyPackage]:
     return sorted(out, key=lambda x: x.name)
 
 
-def _wheel_version(by_name: dict[Any, dict[str, Any]], pattern: str) -> str | None:
-    for name, p in by_name.items():
-        if re.fullmatch(pattern, str(name)):
-            return _s(p.get("version"))
+_PIN = re.compile(r"(?i)(nvidia-[a-z0-9-]{1,40}?)\s*(?:\[[^\]]{0,80}\])?\s*\(?\s*===?\s*([0-9][0-9.]{0,40})")
+
+
+def _pinned(requires: Any, prefix: str) -> str | None:
+    """The version a wheel's Requires-Dist pins for the nvidia-* wheel whose name starts with ``prefix``
+    ("nvidia-cudnn-cu12 (==9.1.0.70) ; platform_system == 'Linux'" or "nvidia-cudnn-cu13==9.13.0.50; …")."""
+    if not isinstance(requires, list):
+        return None
+    for line in requires:
+        m = _PIN.match(line) if isinstance(line, str) else None
+        if m and m.group(1).lower().startswith(prefix):
+            return m.group(2).rstrip(".")
     return None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+import textwrap
+from typing import Any, TextIO
 
 from doctor.model.facts import Facts
 from doctor.model.findings import AREAS, Finding, value_text
@@ -71,12 +72,14 @@ def render(report: Report, verbose: bool = False, colour: bool | None = None, st
         for fnd in (x for x in report.findings if x.area == area):
             lines += _finding_lines(fnd, verbose, colour)
         lines.append("")
+    if not verbose:
+        lines += deep_lines(report.facts)  # -v shows the same within each environment
     if verbose:
         lines += environment_lines(report.facts)
         quiet = [c for c in report.checks if c.status in ("skipped", "not_applicable")]
         if quiet:
             lines.append("Not checked")
-            lines += [display(f"  - {c.id}: {c.reason}", line=True) for c in quiet]
+            lines += not_checked_lines(quiet)
             lines.append("")
         if report.facts.errors:
             lines.append("What the probes could not learn" if collected_by_probes(report.facts)
@@ -118,6 +121,50 @@ def environment_lines(facts: Facts) -> list[str]:
                     out.append(f"      --deep: CUDA libraries mapped: {', '.join(libs) if libs else 'none'}")
     out.append("")
     return [display(line, line=True) for line in out]  # paths, versions and import errors are data
+
+
+def deep_lines(facts: Facts) -> list[str]:
+    """check --deep: what importing each framework taught (its answers, the CUDA libraries it mapped), so the
+    slower run shows what it bought. Nothing when --deep did not run."""
+    out = []
+    for env in facts.python_envs:
+        for pkg in env.packages:
+            if pkg.deep is None and pkg.loaded_libraries is None:
+                continue
+            out.append(f"  {pkg.name} {pkg.version or '(version unknown)'} in {env.executable}")
+            d = pkg.deep
+            if d is not None and d.error:
+                out.append(f"    the import failed: {value_text(d.error)}")
+            elif d is not None:
+                said = [f"CUDA available {value_text(d.is_available)}", f"{value_text(d.device_count)} device(s)"]
+                said += [f"CUDA {d.cuda}"] if d.cuda else []
+                said += [f"cuDNN {d.cudnn}"] if d.cudnn else []
+                said += [f"architectures {', '.join(d.arch_list)}"] if d.arch_list else []
+                out.append(f"    said: {'; '.join(said)}")
+            if pkg.loaded_libraries is not None:
+                libs = pkg.loaded_libraries
+                names = ", ".join(dict.fromkeys(os.path.basename(lib) for lib in libs)) if libs else "none"
+                out.append(f"    mapped: {names}")
+                out += [f"      from {d}" for d in dict.fromkeys(os.path.dirname(lib) for lib in libs)]
+    if not out:
+        return []
+    return [display(line, line=True) for line in ["What --deep learned", *out, ""]]
+
+
+def not_checked_lines(quiet: list[Any]) -> list[str]:
+    """The checks that did not run, each reason said once: checks skipped for one reason share its line."""
+    by_reason: dict[str, list[str]] = {}
+    for c in quiet:
+        by_reason.setdefault(str(c.reason), []).append(c.id)
+    out = []
+    for reason, ids in by_reason.items():
+        if len(ids) == 1:
+            out.append(display(f"  - {ids[0]}: {reason}", line=True))
+            continue
+        out.append(display(f"  - {reason}:", line=True))
+        out += [display(line, line=True) for line in textwrap.wrap(", ".join(ids), 100, initial_indent="      ",
+                                                                   subsequent_indent="      ")]
+    return out
 
 
 def _finding_lines(f: Finding, verbose: bool, colour: bool) -> list[str]:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import re
 
 from doctor.render.fixscript import comment, say
+from doctor.safeio import lazy_compile
 
-DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.\-]+$")
-RPM_PACKAGE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+\-]*$")
-KERNEL_RELEASE = re.compile(r"^[0-9][A-Za-z0-9._+~\-]*$")
-VERSION = re.compile(r"^[0-9][A-Za-z0-9.+~:_\-]*$")
-PATH = re.compile(r"^/[^\x00]*$")  # a newline is quoted $'…' (fixscript.q), never split
+DEBIAN_PACKAGE = lazy_compile(r"^[a-z0-9][a-z0-9+.\-]+$")
+RPM_PACKAGE = lazy_compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+\-]*$")
+KERNEL_RELEASE = lazy_compile(r"^[0-9][A-Za-z0-9._+~\-]*$")
+VERSION = lazy_compile(r"^[0-9][A-Za-z0-9.+~:_\-]*$")
+PATH = lazy_compile(r"^/[^\x00]*$")  # a newline is quoted $'…' (fixscript.q), never split
 MAX = 255
 PATH_MAX = 4096  # Linux's PATH_MAX
 

@@ -102,6 +102,7 @@ class DoctorApp(App[None]):
         self.reports: dict[int, Report] = {}
         self.report: Report | None = None
         self.results: dict[str, active.Outcome] = {}
+        self._tree_width: int | None = None  # the findings tree's width set by _fit_tree (None: the stylesheet's)
         self.running_test: str | None = None
         self.last_sample: GpuSample | None = None
         self._sampling = False
@@ -133,10 +134,12 @@ class DoctorApp(App[None]):
         yield Footer(compact=True)
 
     NARROW = 100  # below this many columns the findings stack above the detail: titles get the full width
+    DETAIL_MIN = 44  # side by side, the detail keeps this many columns; the findings take the rest they need
 
     def on_resize(self, event: events.Resize) -> None:
         # query, not query_one: a resize can come before the panes are composed or while the app exits
         self.query("#diagnosis-pane").set_class(event.size.width < self.NARROW, "narrow")
+        self._fit_tree()
 
     def on_ready(self) -> None:
         self._shown = True
@@ -150,6 +153,24 @@ class DoctorApp(App[None]):
             self.exit(return_code=return_code)
         elif self._exit_asked is None:
             self._exit_asked = return_code
+
+    def _fit_tree(self) -> None:
+        """Side by side, the findings are as wide as their longest title needs, up to what leaves the detail
+        DETAIL_MIN columns (never narrower than the stylesheet's half): titles end after their key words.
+        The width is set only when it changes: a relayout while the cursor's node is scrolled into view would
+        leave the scroll position to chance."""
+        trees = self.query(FindingsTree)
+        if not trees:
+            return  # a resize before the panes are composed, or while the app exits
+        tree = trees.first()
+        width = self.size.width
+        want: int | None = None
+        if width >= self.NARROW:
+            need = tree.content_width() + 3  # the border and the scrollbar
+            want = max(width // 2, min(need, width - self.DETAIL_MIN))
+        if want != self._tree_width:
+            self._tree_width = want
+            tree.styles.width = want  # None: the stylesheet's width (stacked: the full width)
 
     def on_mount(self) -> None:
         if not self.query("#diagnosis-pane"):  # exited before the layout was composed (a signal at start-up)
@@ -213,9 +234,10 @@ class DoctorApp(App[None]):
         if index != self.index:
             return  # the user moved on while this one was diagnosed
         self.report = report
-        self.query_one(SummaryBar).show(self.source, report, self.position())
+        self.query_one(SummaryBar).show(self.source, model.with_active(report, self.results), self.position())
         tree = self.query_one(FindingsTree)
         tree.build(report, self.results, self.unavailable)
+        self._fit_tree()
         target = model.first_problem(report)
         node = tree.find(target) if target else None
         if node is not None:
@@ -319,7 +341,7 @@ class DoctorApp(App[None]):
         if self.report is None:
             self.notify("Nothing to export yet: the diagnosis is still running.", severity="warning")
             return
-        report = self.report
+        report = model.with_active(self.report, self.results)  # the active tests run here belong to the report
 
         def chosen(answer: str | None) -> None:
             if answer:
@@ -471,6 +493,8 @@ class DoctorApp(App[None]):
         self._refresh_active()
         if self.report is not None:
             self.query_one(FindingsTree).refresh_active(self.results, self.unavailable)
+            self.query_one(SummaryBar).show(self.source, model.with_active(self.report, self.results),
+                                            self.position())
         sev = {"ok": "information", "warn": "warning"}.get(outcome.status, "error")
         self.notify(f"{test.title}: {active.result_line(test, outcome)}", severity=sev)  # type: ignore[arg-type]
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from doctor.model.facts import Facts, Gpu
 from doctor.model.findings import AREAS, Evidence, Finding
@@ -92,6 +93,28 @@ def first_problem(report: Report) -> Finding | None:
         if hit:
             return hit
     return None
+
+
+ACTIVE_AREA = "Active tests"
+
+
+def with_active(report: Report, results: Mapping[str, Any]) -> Report:
+    """The report with what the active tests run in this session found (their findings in "Active tests", their
+    measurements in the facts), so that the header counts them and every export carries them."""
+    done = [o for o in results.values() if getattr(o, "findings", None) or getattr(o, "active", None)]
+    if not done:
+        return report
+    facts = report.facts
+    measured = [o.active for o in done if getattr(o, "active", None) is not None]
+    if measured:
+        from doctor.model.facts_active import ActiveFacts
+
+        merged = facts.active or ActiveFacts()
+        for m in measured:
+            merged = merged.merged(m)
+        facts = replace(facts, active=merged)
+    found = [replace(f, area=ACTIVE_AREA) for o in done for f in o.findings]
+    return replace(report.with_findings(found), facts=facts)
 
 
 def counts(report: Report) -> str:

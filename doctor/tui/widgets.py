@@ -135,6 +135,18 @@ class FindingsTree(Tree[Node]):
         if results:
             node.expand()
 
+    def content_width(self) -> int:
+        """Columns the widest line of the tree needs: its label after the guides of its depth (root hidden)."""
+        widest = 0
+        for node in self.nodes():
+            depth, parent = 0, node.parent
+            while parent is not None and parent is not self.root:
+                depth, parent = depth + 1, parent.parent
+            label = node.label
+            cells = label.cell_len if isinstance(label, Text) else len(str(label))
+            widest = max(widest, (depth + 1) * self.guide_depth + cells)
+        return widest
+
     def nodes(self) -> list[TreeNode[Node]]:
         out: list[TreeNode[Node]] = []
 
