@@ -194,9 +194,28 @@ def test_plan_without_arguments_on_a_machine_without_gpu_or_driver_says_what_to_
     import doctor.probes
 
     monkeypatch.setattr(doctor.probes, "collect", lambda host, **kw: make_facts(
-        gpus=[], driver__kernel_module=None, driver__userspace=None))
+        gpus=[], driver__kernel_module=None, driver__userspace=None, driver__cuda_driver_api=None,
+        driver__smi_cuda_version=None))
     assert main(["plan"]) == 2
     assert "--gpu, --driver or --want" in capsys.readouterr().err
+
+
+def test_plan_without_arguments_plans_within_the_driver_cuda_level_when_the_version_is_unknown(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from factories import make_facts
+
+    import doctor.probes
+
+    monkeypatch.setattr(doctor.probes, "collect", lambda host, **kw: make_facts(
+        driver__kernel_module=None, driver__userspace=None, driver__cuda_driver_api="12.2",
+        driver__smi_cuda_version=None))
+    assert main(["plan", "--json"]) == 0
+    out = capsys.readouterr().out
+    import json
+
+    plan = json.loads(out)
+    cuda = tuple(int(x) for x in str(plan["cuda"]).split(".")[:2])
+    assert cuda[0] < 13, plan  # a CUDA 13 build needs R580: never proposed to a driver that runs CUDA 12.2
 
 
 def test_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
