@@ -39,16 +39,18 @@ def findings(report: dict[str, Any]) -> set[tuple[str, str]]:
 
 # (files pasted together, exit code, status, driver, driver's CUDA, GPU names, where the driver came from, findings)
 CASES = [
-    # nvidia-smi alone: a driver and a GPU seen are evidence (report.has_evidence), so "ok", no framework judged
-    ([SMI_470], 0, "ok", "470.63.01", "11.4", ["NVIDIA GeForce ..."], "collect_env:nvidia-smi table",
-     {("driver.missing", "ok"), ("driver.not_loaded", "ok")}),
-    (["nvidia-smi-q/nvidia-docker-1604-wsl-510.06-gtx1650ti.txt"], 0, "ok", "510.06", "11.6",
-     ["NVIDIA GeForce GTX 1650 Ti with Max-Q Design"], "collect_env:nvidia-smi -q", {("driver.missing", "ok")}),
+    # nvidia-smi alone: a driver and a GPU seen are evidence (report.has_evidence), so a verdict, no framework
+    # judged; R470 and R510 are ended branches, so it is a warning (exit 0)
+    ([SMI_470], 0, "warn", "470.63.01", "11.4", ["NVIDIA GeForce ..."], "collect_env:nvidia-smi table",
+     {("driver.missing", "ok"), ("driver.not_loaded", "ok"), ("driver.branch_eol", "warn")}),
+    (["nvidia-smi-q/nvidia-docker-1604-wsl-510.06-gtx1650ti.txt"], 0, "warn", "510.06", "11.6",
+     ["NVIDIA GeForce GTX 1650 Ti with Max-Q Design"], "collect_env:nvidia-smi -q",
+     {("driver.missing", "ok"), ("driver.branch_eol", "warn")}),
     # deviceQuery: the driver's CUDA and the GPU's compute capability, no driver version
     (["devicequery/scenereco-32-gtx1080-8.0.txt"], 0, "ok", None, "8.0", ["GeForce GTX 1080"], None, set()),
     # jax.print_environment_info() listing a GpuDevice, with the nvidia-smi JAX appends
-    (["jax-env-info/jax-12213-colab-gpu-0.3.17-t4.txt"], 0, "ok", "460.32.03", "11.2", ["Tesla T4"],
-     "collect_env:nvidia-smi table", {("framework.cuda_unavailable", "ok")}),
+    (["jax-env-info/jax-12213-colab-gpu-0.3.17-t4.txt"], 0, "warn", "460.32.03", "11.2", ["Tesla T4"],
+     "collect_env:nvidia-smi table", {("framework.cuda_unavailable", "ok"), ("driver.branch_eol", "warn")}),
     # JAX on CPU, no nvidia-smi: nothing GPU-related is stated, so no verdict
     (["jax-env-info/jax-12213-colab-cpu-0.3.17.txt"], 4, "unknown", None, None, [], None, set()),
     # collect_env with the driver line 'Could not collect', nvidia-smi pasted after it (or before it): the
