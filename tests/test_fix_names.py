@@ -179,7 +179,7 @@ def test_pip_plans_resolve_against_the_real_index(tmp_path):
     cudnn = next(re.search(r"nvidia-cudnn-cu12==([\d.]+)", line).group(1)
                  for line in pip.constraints(build_plan(scenario("cpu_only_torch"),
                                                         diagnose(scenario("cpu_only_torch")).findings,
-                                                        current()), current()).splitlines()
+                                                        current())).splitlines()
                  if "nvidia-cudnn-cu12==" in line)
     for req in (*reqs, f"jax[cuda12]=={jax12['version']}", f"nvidia-cudnn-cu12=={cudnn}"):
         report = tmp_path / "report.json"
