@@ -284,6 +284,7 @@ def test_diff_shows_a_node_that_got_slower() -> None:
     assert not [c for c in diff_facts(_node_facts(1450.0), Facts()) if c.area == "Active tests"]
 
 
+@pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget
 def test_cli_snapshot_smoke_and_oom_record_both_tests(fake_driver: Path, tmp_path: Path) -> None:
     snap = tmp_path / "snap.json"
     env = env_for(fake_driver, FAKE_CUDA_MEM_MIB=2048, FAKE_CUDA_MAX_BLOCK_MIB=1024)

@@ -128,6 +128,7 @@ def _debian12_lists() -> str | None:
     return None
 
 
+@pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget
 @pytest.mark.skipif(_debian12_lists() is not None, reason=_debian12_lists() or "")
 def test_every_debian12_package_of_the_apt_plans_resolves_in_the_archive():
     """apt-get install -s against the real Debian 12 archive (contrib non-free enabled) for every package the apt

@@ -103,6 +103,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget
 def test_every_command_hanging_ends_at_the_overall_deadline_and_leaves_nothing(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     for cmd in ("nvidia-smi", "dmesg", "rpm", "mokutil", "gcc", "ldconfig", "nvcc", "python3", "ldd", "uname",

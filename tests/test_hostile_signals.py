@@ -297,6 +297,7 @@ def test_a_signal_whose_exception_python_drops_still_ends_the_command(monkeypatc
 # --- whatever the caller did to signals: the suite under nohup or as a background job -----------------------
 
 
+@pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget
 def test_the_signal_tests_pass_when_the_caller_ignores_the_signals(tmp_path: Path) -> None:
     """`nohup pytest` ignores SIGHUP, `pytest &` in a script ignores SIGINT; ignored dispositions are inherited by
     every process a test starts. tests/conftest.py turns them into caught ones for this run, so the tests hold."""

@@ -250,6 +250,7 @@ def test_cuinit_803_names_system_driver_mismatch(fake_libs: Path) -> None:
     assert facts["driver"]["cuda_driver_api"] == "12.4"
 
 
+@pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget
 def test_nvml_hang_is_cut_off_by_the_timeout(fake_libs: Path) -> None:
     start = time.monotonic()
     result = gpu_doctor(fake_libs, ["check", "--json", "--timeout", "1"], {"FAKE_NVML_HANG": "1"}, timeout=60)
@@ -271,6 +272,7 @@ def test_one_lost_gpu_does_not_hide_the_others(fake_libs: Path) -> None:
     assert "GPU is lost" in json.dumps(facts["errors"]) + str(facts["driver"]["nvml_error"])
 
 
+@pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget
 def test_hung_cuinit_keeps_what_nvml_said(fake_libs: Path) -> None:
     result = gpu_doctor(fake_libs, ["snapshot", "--timeout", "2"],
                         {"FAKE_NVML_GPUS": H100, "FAKE_CUDA_DEVICES": "9.0", "FAKE_CUDA_HANG": "1"}, timeout=60)

@@ -272,6 +272,7 @@ async def test_fix_script_opens_on_the_apt_plan_and_saves_it_through_the_dialog(
         assert not isinstance(app.screen, FixScreen)
 
 
+@pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget
 @pilot_test
 async def test_f_cycles_through_the_formats_and_each_one_saves(tmp_path: Path) -> None:
     app = RecordingApp(example_sources(), index=index_of("module-userspace-mismatch"))
@@ -414,6 +415,7 @@ async def test_fix_on_a_finding_without_fix_says_so() -> None:
 # --- demo snapshots ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget
 @pilot_test
 async def test_next_previous_and_picker_switch_the_example() -> None:
     app = RecordingApp(example_sources())
@@ -600,6 +602,7 @@ async def test_oom_probe_asks_first_and_runs_only_on_yes() -> None:
         assert app.results["oom"].status == "warn"
 
 
+@pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget
 @pilot_test
 async def test_running_test_can_be_cancelled_and_the_ui_stays_responsive() -> None:
     release = threading.Event()

@@ -72,6 +72,7 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
     term.close()
 
 
+@pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget
 def test_new_user_finds_why_each_host_is_broken_and_gets_the_fix_script(terminal: Terminal, tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("gpu-doctor")
     terminal.start(str(exe), "demo")
