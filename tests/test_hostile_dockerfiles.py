@@ -10,13 +10,12 @@ what cannot be judged is refused in one line with exit 2. ``ATTACK_COUNTS`` reco
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hostile import NASTY, crashed, no_hang_within, run_cli, terminal_unsafe
+from hostile import NASTY, crashed, no_hang_within, report_attack_counts, run_cli, terminal_unsafe
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,10 +32,7 @@ def no_hang() -> Iterator[None]:
 @pytest.fixture(scope="module", autouse=True)
 def report_counts() -> Iterator[None]:
     yield
-    path = os.environ.get("GPU_DOCTOR_ATTACK_COUNTS")
-    if path:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(dict(ATTACK_COUNTS)) + "\n")
+    report_attack_counts(ATTACK_COUNTS)
 
 
 def check(tmp_path: Path, text: str | bytes, *extra: str, files: dict[str, str] | None = None):  # type: ignore[no-untyped-def]

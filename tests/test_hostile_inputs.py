@@ -28,6 +28,7 @@ from hostile import (
     leaves,
     load_example,
     no_hang_within,
+    report_attack_counts,
     run_cli,
     set_at,
     terminal_unsafe,
@@ -49,10 +50,7 @@ def no_hang() -> Iterator[None]:
 @pytest.fixture(scope="module", autouse=True)
 def report_counts() -> Iterator[None]:
     yield
-    path = os.environ.get("GPU_DOCTOR_ATTACK_COUNTS")
-    if path:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(dict(ATTACK_COUNTS)) + "\n")
+    report_attack_counts(ATTACK_COUNTS)
 
 
 def write_json(path: Path, data: Any) -> str:

@@ -40,6 +40,7 @@ from hostile import (
     hostile_text,
     leaves,
     no_hang_within,
+    report_attack_counts,
     run_cli,
     set_at,
     terminal_unsafe,
@@ -57,10 +58,7 @@ HEALTHY = EXAMPLES[[p.name for p in EXAMPLES].index("healthy-8x-h100.json")]
 @pytest.fixture(scope="module", autouse=True)
 def report_counts() -> Iterator[None]:
     yield
-    path = os.environ.get("GPU_DOCTOR_ATTACK_COUNTS")
-    if path:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(dict(ATTACK_COUNTS)) + "\n")
+    report_attack_counts(ATTACK_COUNTS)
 
 
 def assert_clean_exit(r: Any, allowed: tuple[int, ...] = (0, 1, 2, 4)) -> None:
