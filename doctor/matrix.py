@@ -14,11 +14,11 @@ import re
 import sys
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from importlib import resources
 from typing import Any
 
 from doctor.matrix_cache import CACHE_FILE, default_cache_dir, load_cached
 from doctor.model.versions import branch, major_minor, vtuple
+from doctor.safeio import package_data
 
 
 def _toml() -> Any:
@@ -388,7 +388,7 @@ def compile_matrix() -> dict[str, Any]:
     out: dict[str, Any] = {"sha256": {}, "data": {}}
     for name in FILES:
         try:
-            raw = resources.files("doctor.compat").joinpath(f"{name}.toml").read_bytes()
+            raw = package_data("doctor.compat", f"{name}.toml")
         except FileNotFoundError:
             continue
         out["sha256"][name] = hashlib.sha256(raw).hexdigest()
@@ -407,10 +407,10 @@ def bundled() -> Matrix:
     problems = []
     compiled: dict[str, Any] = {}
     with contextlib.suppress(FileNotFoundError, OSError, ValueError):
-        compiled = json.loads(resources.files("doctor.compat").joinpath(COMPILED).read_text())
+        compiled = json.loads(package_data("doctor.compat", COMPILED).decode("utf-8"))
     for name in FILES:
         try:
-            raw = resources.files("doctor.compat").joinpath(f"{name}.toml").read_bytes()
+            raw = package_data("doctor.compat", f"{name}.toml")
         except FileNotFoundError:
             data[name] = {}
             continue

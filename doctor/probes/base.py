@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from doctor.host import Host
 from doctor.model.facts import ProbeError
-from doctor.safeio import InputError, load_json
+from doctor.safeio import InputError, load_json, package_data
 
 
 @dataclass
@@ -28,7 +27,7 @@ class Recorder:
 
 def child_script(name: str) -> str:
     """The source text of one of our child-process scripts (run with ``python -c``)."""
-    return resources.files("doctor.probes").joinpath(name).read_text()
+    return package_data("doctor.probes", name).decode("utf-8")
 
 
 MARKER = "\n@@GPU-DOCTOR@@"

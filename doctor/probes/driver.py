@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from doctor import parsers
-from doctor.host import Host
+from doctor.host import CmdResult, Host
 from doctor.model.facts import DriverInfo, Gpu, GpuProcess, LoaderInfo, MigDevice, Package, XidEvent
 from doctor.probes.base import Recorder, own_python, run_python_child
 from doctor.safeio import lazy_compile
@@ -277,10 +277,28 @@ def _xids(host: Host, rec: Recorder) -> list[XidEvent]:
 # --- GPUs -------------------------------------------------------------------------------------
 
 
-def run_smi(host: Host, rec: Recorder) -> dict[str, Any] | None:
+SMI_ARGV = ("nvidia-smi", "-q", "-x")
+
+
+def nvml_cannot_list(host: Host) -> bool:
+    """Whether NVML is sure to list no GPU here, so that nvidia-smi's answer will be needed: a live host whose
+    kernel module is not loaded (no /proc/driver/nvidia) outside WSL (where NVML works through dxgkrnl)."""
+    return (host.live and not host.exists("/proc/driver/nvidia/version") and not host.exists("/usr/lib/wsl/lib")
+            and host.which("nvidia-smi") is not None)
+
+
+def smi_output(host: Host) -> CmdResult | None:
+    """What `nvidia-smi -q -x` printed; None when there is no nvidia-smi."""
     if host.which("nvidia-smi") is None:
         return None
-    result = host.run(["nvidia-smi", "-q", "-x"])
+    return host.run(list(SMI_ARGV))
+
+
+def run_smi(host: Host, rec: Recorder, result: CmdResult | None = None) -> dict[str, Any] | None:
+    """nvidia-smi's facts: from ``result`` when it already ran (started early beside NVML), else run now."""
+    result = result or smi_output(host)
+    if result is None:
+        return None
     if not result.ok:
         rec.error("nvidia-smi", result.describe())
         return None

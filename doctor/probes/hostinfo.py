@@ -6,6 +6,10 @@ import os
 import platform
 import re
 
+# Imported here, in the thread that imports the probes, never first inside a probe thread: distro imports logging,
+# whose fork hooks (os.register_at_fork) registered while another probe thread forks a child break that child.
+import distro
+
 from doctor import parsers
 from doctor.host import Host
 from doctor.model.facts import ContainerToolkit, HostInfo
@@ -33,8 +37,6 @@ def probe_host(host: Host, rec: Recorder) -> HostInfo:
 def _os_release(host: Host, rec: Recorder) -> dict[str, str]:
     # os-release is the one file every current distribution ships; distro's other sources
     # (lsb_release, uname) would add subprocesses, so they are off. root_dir is distro's own seam.
-    import distro
-
     if not (host.exists("/etc/os-release") or host.exists("/usr/lib/os-release")):
         rec.error("host", "no /etc/os-release or /usr/lib/os-release")
         return {}

@@ -79,7 +79,48 @@ def probe_cuda(out: dict[str, Any]) -> None:
             out["cuda_devices"] = ccs
 
 
+NVML_ERROR_DRIVER_NOT_LOADED = 9  # nvml.h; pynvml's text for it, and the library's own (nvmlErrorString)
+
+
+def _nvml_first_init() -> tuple[Any, int] | None:
+    """(the library, nvmlInitWithFlags(0)'s return code) when libnvidia-ml.so.1 loads and pynvml can be imported;
+    None otherwise (then pynvml does everything and says what failed).
+
+    Why before pynvml: on a machine whose kernel driver is not loaded, the most common case gpu-doctor diagnoses,
+    this answer is all NVML gives, and importing pynvml (~60 ms, most of this process's work) would only wrap it.
+    The library is the one pynvml loads (the same soname, so the same handle): when the call succeeds, pynvml's
+    own nvmlInit only adds a reference, and the matching nvmlShutdown is called at the end."""
+    if not any(_finds(f, "pynvml") for f in sys.meta_path):
+        return None  # "pynvml not importable" is pynvml's path to say, with its reason
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        return lib, int(lib.nvmlInitWithFlags(0))
+    except (OSError, AttributeError):  # no library, or one without nvmlInitWithFlags: pynvml tells
+        return None
+
+
+def _finds(finder: Any, name: str) -> bool:
+    find_spec = getattr(finder, "find_spec", None)
+    try:
+        return find_spec is not None and find_spec(name, None) is not None
+    except Exception:  # a broken import hook: let the import itself say so
+        return True
+
+
 def probe_nvml(out: dict[str, Any]) -> None:
+    first = _nvml_first_init()
+    if first is not None and first[1] == NVML_ERROR_DRIVER_NOT_LOADED:
+        out["nvml_error"] = "Driver Not Loaded"
+        return
+    try:
+        _probe_nvml(out)
+    finally:
+        if first is not None and first[1] == 0:
+            with contextlib.suppress(Exception):
+                first[0].nvmlShutdown()
+
+
+def _probe_nvml(out: dict[str, Any]) -> None:
     try:
         import pynvml as n
     except ImportError as exc:
