@@ -38,12 +38,14 @@ class _Task(Generic[T]):
         except BaseException as exc:  # handed to whoever waits for the result, as a future does
             self._error = exc
 
-    def result(self) -> T:
+    def wait(self) -> None:
         self._thread.join()
+
+    def result(self) -> T:
+        self.wait()
         if self._error is not None:
             raise self._error
         return self._value  # type: ignore[return-value]
-
 
 
 def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, deep_timeout: float = 60.0,
@@ -57,14 +59,18 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
     cudnn_path = loader.libcudnn.path if loader.libcudnn else None
     tasks: list[_Task[Any]] = []
     try:
+        # The two slowest first (each starts an interpreter): NVML and libcuda, and the Python environments.
         native_t = _Task(driver.run_native, host, rec, cudnn_path)
+        tasks.append(native_t)
+        env_ts = [_Task(pyenvs.probe_env, host, rec, exe, origin, deep, deep_timeout) for exe, origin in targets]
+        tasks += env_ts
         # nvidia-smi adds the GPU list when NVML gave none, and the driver's CUDA version when libcuda could not
         # be asked. Where NVML cannot give one (no kernel module), it starts now rather than after NVML's answer.
         smi_t = _Task(driver.smi_output, host) if driver.nvml_cannot_list(host) else None
         host_t = _Task(hostinfo.probe_host, host, rec)
         toolkits_t = _Task(cuda.probe_toolkits, host, rec, nvcc_cache)
-        env_ts = [_Task(pyenvs.probe_env, host, rec, exe, origin, deep, deep_timeout) for exe, origin in targets]
-        tasks = [native_t, *([smi_t] if smi_t else []), host_t, toolkits_t, *env_ts]
+        logs_t = _Task(driver.probe_driver_logs, host)
+        tasks += [*([smi_t] if smi_t else []), host_t, toolkits_t, logs_t]
         if meanwhile is not None:
             meanwhile()
         native = native_t.result()
@@ -74,9 +80,10 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
         host_info = host_t.result()
         envs = [t.result() for t in env_ts]
         toolkits = toolkits_t.result() + cuda.pip_toolkits(envs)
+        logs = logs_t.result()
     finally:  # as a pool would: no probe thread outlives the collection, even when one of them failed
         for task in tasks:
-            task._thread.join()
+            task.wait()
     # Which probes ran: a fact that is absent after its probe ran is "absent"; without it, "unknown"
     # (a snapshot parsed from a bug report has only what the report said).
     rec.source("driver", "probes: /proc/driver/nvidia/version, /proc/modules, NVML, libcuda, nvidia-smi, dpkg/rpm")
@@ -84,7 +91,7 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
     pci = driver.scan_pci(host, rec)
     host_info = replace(host_info, pci_nvidia_gpus=None if pci is None else len(pci))
     gpus = driver.probe_gpus(host, rec, native, smi)
-    drv = driver.probe_driver(host, rec, native, loader, smi, host_info.kernel)
+    drv = driver.probe_driver(host, rec, native, loader, smi, host_info.kernel, logs)
     cudnn_int = (native or {}).get("cudnn_version_int")
     cudnns = cuda.probe_cudnn(host, rec, toolkits, loader, envs, cudnn_int if isinstance(cudnn_int, int) else None)
     if not targets:

@@ -24,6 +24,12 @@ class Recorder:
     def source(self, fact: str, source: str) -> None:
         self.sources.setdefault(fact, source)
 
+    def merge(self, other: Recorder) -> None:
+        """What a probe run beside the others recorded on its own, as if recorded here now."""
+        self.errors.extend(other.errors)
+        for fact, source in other.sources.items():
+            self.source(fact, source)
+
 
 def child_script(name: str) -> str:
     """The source text of one of our child-process scripts (run with ``python -c``)."""

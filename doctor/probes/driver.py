@@ -28,8 +28,19 @@ def run_native(host: Host, rec: Recorder, cudnn_path: str | None) -> dict[str, A
     return run_python_child(host, own_python(), "native_child.py", args, host.timeout, "native", rec)
 
 
+Logs = tuple[list[Package], list[XidEvent], Recorder]
+
+
+def probe_driver_logs(host: Host) -> Logs:
+    """The driver's packages (dpkg's status file, pacman, rpm) and the kernel log's Xid events: what needs
+    neither NVML nor nvidia-smi, so it runs beside them (dmesg is a child process). What it learned about its
+    sources and errors is in its own recorder, merged where :func:`probe_driver` would have recorded it."""
+    sub = Recorder()
+    return _packages(host, sub), _xids(host, sub), sub
+
+
 def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loader: LoaderInfo,
-                 smi: dict[str, Any] | None, kernel: str | None) -> DriverInfo:
+                 smi: dict[str, Any] | None, kernel: str | None, logs: Logs | None = None) -> DriverInfo:
     native = native or {}
     proc = host.try_read("/proc/driver/nvidia/version")
     parsed = parsers.parse_proc_driver_version(proc) if proc else {}
@@ -75,24 +86,28 @@ def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loade
         rec.source("driver.smi_cuda_version", "cmd:nvidia-smi -q -x (<cuda_version>)")
     running = kernel
     next_boot = _next_boot_kernel(host)
+    userspace = _userspace(native, loader, smi, rec)
+    secure_boot = _secure_boot(host, rec)
+    packages, xids, sub = logs if logs is not None else probe_driver_logs(host)
+    rec.merge(sub)  # in the order these facts were always recorded: the packages' and the kernel log's last
     return DriverInfo(
         kernel_module=kernel_module,
         module_loaded=module_loaded,
-        userspace=_userspace(native, loader, smi, rec),
+        userspace=userspace,
         cuda_driver_api=parsers.cuda_version_from_int(cuda_int) if isinstance(cuda_int, int) else None,
         smi_cuda_version=smi_cuda,
         cuda_init_error=cuinit,
         nvml_error=native.get("nvml_error"),
         module_flavor=flavor,
         nouveau_loaded=None if loaded_names is None else "nouveau" in loaded_names,
-        secure_boot=_secure_boot(host, rec),
+        secure_boot=secure_boot,
         running_kernel=running,
         module_for_running_kernel=_module_installed(host, running),
         next_boot_kernel=next_boot,
         module_for_next_boot_kernel=_module_installed(host, next_boot),
-        packages=_packages(host, rec),
+        packages=packages,
         device_nodes=host.glob("/dev/nvidia*"),
-        xid_events=_xids(host, rec),
+        xid_events=xids,
     )
 
 
