@@ -25,7 +25,7 @@ def run_native(host: Host, rec: Recorder, cudnn_path: str | None) -> dict[str, A
         rec.error("native", "--root: the driver libraries of an inspected image are not called")
         return None
     args = ["--cudnn", cudnn_path] if cudnn_path else []
-    return run_python_child(host, own_python(), "native_child.py", args, host.timeout, "native", rec)
+    return run_python_child(host, own_python(), "native_child.py", args, host.timeout, "native", rec, own=True)
 
 
 Logs = tuple[list[Package], list[XidEvent], Recorder]

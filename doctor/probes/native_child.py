@@ -120,9 +120,24 @@ def probe_nvml(out: dict[str, Any]) -> None:
                 first[0].nvmlShutdown()
 
 
+def _import_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError:
+        if not sys.flags.no_site:
+            raise
+        # Started without the site module (-S) and handed the parent's import path: a pynvml that only a .pth
+        # file's code makes importable still is, once the site module has run.
+        import site
+
+        site.main()
+        import pynvml
+    return pynvml
+
+
 def _probe_nvml(out: dict[str, Any]) -> None:
     try:
-        import pynvml as n
+        n = _import_pynvml()
     except ImportError as exc:
         out["nvml_error"] = f"pynvml not importable: {exc}"
         return
