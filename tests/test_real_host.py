@@ -54,6 +54,32 @@ def test_real_libcuda_answers_driver_api_12_2_and_no_device(live_report: dict) -
 
 @real_driver
 @pytest.mark.real_driver
+def test_real_nvml_driver_not_loaded_is_the_same_answer_without_pynvml() -> None:
+    """NVML's "Driver Not Loaded" is read straight from the library, before pynvml (most of the child's work) is
+    imported, and reads exactly as pynvml words it; pynvml's own answer on this machine is the same."""
+    from doctor.probes.base import child_script
+
+    probe = child_script("native_child.py") + (
+        "\nout = {}\nprobe_nvml(out)\nprint(json.dumps([out, 'pynvml' in sys.modules]))\n"
+        "import pynvml\ntry:\n    pynvml.nvmlInit()\nexcept pynvml.NVMLError as exc:\n    print(json.dumps(str(exc)))\n")
+    result = subprocess.run([sys.executable, "-c", probe.replace('if __name__ == "__main__":', "if False:")],
+                            capture_output=True, text=True, timeout=60, check=True)
+    fast, by_pynvml = result.stdout.splitlines()[-2:]
+    assert json.loads(fast) == [{"nvml_error": "Driver Not Loaded"}, False]
+    assert json.loads(by_pynvml) == "Driver Not Loaded"
+
+
+@real_driver
+@pytest.mark.real_driver
+def test_real_host_without_module_records_nvidia_smi_once(live_report: dict) -> None:
+    """No kernel module: nvidia-smi now starts beside NVML instead of after it; its failure is recorded once, as
+    before, with what it printed."""
+    smi = [e for e in live_report["facts"]["errors"] if e["probe"] == "nvidia-smi"]
+    assert len(smi) == 1 and "exit 9" in smi[0]["reason"]
+
+
+@real_driver
+@pytest.mark.real_driver
 def test_real_host_without_module_fails_driver_not_loaded(live_report: dict) -> None:
     mine = [f for f in live_report["findings"] if f["code"] == "driver.not_loaded"]
     assert [f["severity"] for f in mine] == ["fail"]
