@@ -61,7 +61,8 @@ def test_real_nvml_driver_not_loaded_is_the_same_answer_without_pynvml() -> None
 
     probe = child_script("native_child.py") + (
         "\nout = {}\nprobe_nvml(out)\nprint(json.dumps([out, 'pynvml' in sys.modules]))\n"
-        "import pynvml\ntry:\n    pynvml.nvmlInit()\nexcept pynvml.NVMLError as exc:\n    print(json.dumps(str(exc)))\n")
+        "import pynvml\ntry:\n    pynvml.nvmlInit()\n"
+        "except pynvml.NVMLError as exc:\n    print(json.dumps(str(exc)))\n")
     result = subprocess.run([sys.executable, "-c", probe.replace('if __name__ == "__main__":', "if False:")],
                             capture_output=True, text=True, timeout=60, check=True)
     fast, by_pynvml = result.stdout.splitlines()[-2:]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
 import re
 
 # Imported here, in the thread that imports the probes, never first inside a probe thread: distro imports logging,
@@ -62,13 +61,22 @@ def _kernel(host: Host, rec: Recorder) -> str | None:
         return text.strip()
     if host.live:
         rec.source("host.kernel", "uname")
-        return platform.release() or None
+        return _uname("release")
     return None
 
 
 def _arch(host: Host) -> str | None:
     # The inspected system's architecture is only certain for the running one.
-    return platform.machine() or None if host.live else None
+    return _uname("machine") if host.live else None
+
+
+def _uname(field: str) -> str | None:
+    """A field of the running system's uname(2), as platform.release() / machine() give it: os.uname() itself,
+    without importing platform (~4 ms of every `check`)."""
+    try:
+        return getattr(os.uname(), field) or None
+    except (AttributeError, OSError):  # no uname (not a POSIX system)
+        return None
 
 
 def _glibc(host: Host, rec: Recorder) -> str | None:
