@@ -156,3 +156,22 @@ def test_check_does_not_import_frameworks_textual_or_requests() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_check_imports_none_of_the_start_up_costs_it_does_without() -> None:
+    """`check` on this machine leaves out what it was measured to pay for nothing (issue 23, benchmarks/peers.py):
+    concurrent.futures (logging, queue), importlib.resources (zipfile, tempfile), hashlib (OpenSSL), platform,
+    shutil (zlib, bz2, lzma, through argparse's formatter), the active-test runners and the TUI."""
+    code = (
+        "import sys, io, contextlib\n"
+        "from doctor.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['check', '--json'])\n"
+        "heavy = ('concurrent.futures', 'importlib.resources', 'zipfile', 'tempfile', 'hashlib', '_hashlib',\n"
+        "         'platform', 'shutil', 'lzma', 'bz2', 'doctor.active.runner', 'doctor.tui', 'pynvml')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                            env=env)
+    assert result.stdout.strip() == ""
