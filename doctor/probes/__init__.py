@@ -58,19 +58,21 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
     targets = pyenvs.target_pythons(host, pythons or [], rec)
     cudnn_path = loader.libcudnn.path if loader.libcudnn else None
     tasks: list[_Task[Any]] = []
+
+    def start(fn: Callable[..., T], *args: Any) -> _Task[T]:
+        tasks.append(_Task(fn, *args))
+        return tasks[-1]
+
     try:
         # The two slowest first (each starts an interpreter): NVML and libcuda, and the Python environments.
-        native_t = _Task(driver.run_native, host, rec, cudnn_path)
-        tasks.append(native_t)
-        env_ts = [_Task(pyenvs.probe_env, host, rec, exe, origin, deep, deep_timeout) for exe, origin in targets]
-        tasks += env_ts
+        native_t = start(driver.run_native, host, rec, cudnn_path)
+        env_ts = [start(pyenvs.probe_env, host, rec, exe, origin, deep, deep_timeout) for exe, origin in targets]
         # nvidia-smi adds the GPU list when NVML gave none, and the driver's CUDA version when libcuda could not
         # be asked. Where NVML cannot give one (no kernel module), it starts now rather than after NVML's answer.
-        smi_t = _Task(driver.smi_output, host) if driver.nvml_cannot_list(host) else None
-        host_t = _Task(hostinfo.probe_host, host, rec)
-        toolkits_t = _Task(cuda.probe_toolkits, host, rec, nvcc_cache)
-        logs_t = _Task(driver.probe_driver_logs, host)
-        tasks += [*([smi_t] if smi_t else []), host_t, toolkits_t, logs_t]
+        smi_t = start(driver.smi_output, host) if driver.nvml_cannot_list(host) else None
+        host_t = start(hostinfo.probe_host, host, rec)
+        toolkits_t = start(cuda.probe_toolkits, host, rec, nvcc_cache)
+        logs_t = start(driver.probe_driver_logs, host)
         if meanwhile is not None:
             meanwhile()
         native = native_t.result()

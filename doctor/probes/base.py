@@ -53,7 +53,8 @@ def run_python_child(
     if own:
         # gpu-doctor's own interpreter: its import path is this process's, so the child starts without the site
         # module (-S: no .pth files, no sitecustomize, ~10-20 ms of its start) and is handed that path instead.
-        source = (f"import sys\nsys.path += [p for p in {sys.path[1:]!r} if p not in sys.path]\n"
+        path = [p for p in sys.path[1:] if isinstance(p, str)]
+        source = (f"import sys\nsys.path += [p for p in {path!r} if p not in sys.path]\n"
                   f"exec(compile({child_script(script)!r}, {script!r}, 'exec'))")
         argv = [python, "-S", "-c", source, *args]
     else:
