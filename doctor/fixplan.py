@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from doctor import beliefs
@@ -43,6 +42,7 @@ from doctor.model.plan import (
     RebuildDkms,
     ReinstallTorch,
 )
+from doctor.model.records import dataclass
 from doctor.platforms import infer as _infer_platform
 from doctor.platforms import kernel_headers_packaged, tegra_board
 from doctor.queries import QueryError, TorchNeeds, driver_floor, pick_torch

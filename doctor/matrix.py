@@ -11,11 +11,12 @@ import datetime as _dt
 import json
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache, cached_property
 from typing import Any
 
 from doctor.matrix_cache import CACHE_FILE, default_cache_dir, load_cached
+from doctor.model.records import dataclass
 from doctor.model.versions import branch, major_minor, vtuple
 from doctor.safeio import package_data
 

@@ -13,12 +13,13 @@ import dataclasses
 import json
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 if TYPE_CHECKING:  # the active tests' facts are read only from a snapshot that has them (see _hints)
     from doctor.model.facts_active import ActiveFacts
+from doctor.model.records import dataclass
 from doctor.model.versions import cudnn_version
 from doctor.safeio import InputError, load_json, package_data
 

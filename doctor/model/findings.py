@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, field, fields, is_dataclass
 from typing import Any, Literal
 
 from doctor.model.intents import Intent
+from doctor.model.records import dataclass
 from doctor.model.severity import Severity
 
 AREAS = ("Driver", "GPUs", "CUDA toolkit", "cuDNN", "Python & frameworks", "Environment", "Active tests",

@@ -14,8 +14,10 @@ The planner weighs every intent against the facts and the matrix at once and ren
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from doctor.model.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ independent of the package manager; a remedy that cannot be expressed as verifie
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from doctor.model.records import dataclass
 
 PLAN_SCHEMA = "gpu-doctor.fixplan/v1"
 
