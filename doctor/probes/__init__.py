@@ -48,6 +48,10 @@ class _Task(Generic[T]):
         return self._value  # type: ignore[return-value]
 
 
+def _quick_probes(host: Host, rec: Recorder, nvcc_cache: dict[str, str | None]) -> tuple[Any, Any, Any]:
+    return hostinfo.probe_host(host, rec), cuda.probe_toolkits(host, rec, nvcc_cache), driver.probe_driver_logs(host)
+
+
 def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, deep_timeout: float = 60.0,
             meanwhile: Callable[[], object] | None = None) -> Facts:
     """The facts ``host`` reaches. ``meanwhile`` runs in this thread while the child processes answer (the caller's
@@ -70,19 +74,18 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
         # nvidia-smi adds the GPU list when NVML gave none, and the driver's CUDA version when libcuda could not
         # be asked. Where NVML cannot give one (no kernel module), it starts now rather than after NVML's answer.
         smi_t = start(driver.smi_output, host) if driver.nvml_cannot_list(host) else None
-        host_t = start(hostinfo.probe_host, host, rec)
-        toolkits_t = start(cuda.probe_toolkits, host, rec, nvcc_cache)
-        logs_t = start(driver.probe_driver_logs, host)
+        # The quick probes, one after another in one thread: each thread started costs this one a wait for the
+        # interpreter's lock while the others run, and these end long before NVML's child does.
+        quick_t = start(_quick_probes, host, rec, nvcc_cache)
         if meanwhile is not None:
             meanwhile()
         native = native_t.result()
         smi_early = smi_t.result() if smi_t is not None else None
         smi = (driver.run_smi(host, rec, smi_early)
                if not (native and native.get("gpus") and native.get("cuda_driver_version_int")) else None)
-        host_info = host_t.result()
+        host_info, found_toolkits, logs = quick_t.result()
         envs = [t.result() for t in env_ts]
-        toolkits = toolkits_t.result() + cuda.pip_toolkits(envs)
-        logs = logs_t.result()
+        toolkits = found_toolkits + cuda.pip_toolkits(envs)
     finally:  # as a pool would: no probe thread outlives the collection, even when one of them failed
         for task in tasks:
             task.wait()
