@@ -168,7 +168,8 @@ def cmd_pin(args: argparse.Namespace) -> int:
 def render_pin(facts: Any, fmt: str) -> str:
     from doctor import __version__
     from doctor.matrix import branch, major_minor
-    from doctor.model.plan import FixPlan, HoldPackages, PinDriverBranch, PlanStep
+    from doctor.model.plan import FixPlan, PlanStep
+    from doctor.model.remedy import HoldPackages, PinDriverBranch
     from doctor.render import apt, dnf
     from doctor.render.fixscript import render_script
 
