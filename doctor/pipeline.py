@@ -241,8 +241,8 @@ class Format(NamedTuple):
     """One output format of a report: ``render(report, verbose, strict, **options)`` gives its text; ``write``,
     when set, writes it to a path itself (else the text is written by :func:`doctor.render.files.write_output`).
     ``options`` are what a renderer cannot read from the report: ``elapsed`` (seconds the check took, JUnit's
-    ``time``), ``workspace`` (the GitHub Actions checkout, for annotation paths), ``colour`` (text: None decides by
-    standard output, False in a file); a renderer ignores the rest."""
+    ``time``), ``workspace`` (the GitHub Actions checkout, for annotation paths), ``title`` (Markdown: the report's
+    name), ``colour`` (text: None decides by standard output, False in a file); a renderer ignores the rest."""
 
     name: str
     about: str
@@ -266,10 +266,10 @@ def _junit(report: Report, verbose: bool, strict: bool, elapsed: float | None = 
     return render(report, strict=strict, elapsed=elapsed)
 
 
-def _markdown(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
+def _markdown(report: Report, verbose: bool, strict: bool, title: str = "", **_: Any) -> str:
     from doctor.render.markdown import render
 
-    return render(report)
+    return render(report, title)
 
 
 def _github(report: Report, verbose: bool, strict: bool, workspace: str | None = None, **_: Any) -> str:
@@ -301,7 +301,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("text", "for people", _text),
     Format("json", "schema gpu-doctor.report/v1", _json),
     Format("junit", "each check a test case, for CI", _junit),
-    Format("markdown", "for an issue; facts in a collapsible block", _markdown),
+    Format("markdown", "for an issue or a ticket; facts in a collapsible block", _markdown),
     Format("github", "GitHub Actions annotations", _github),
     Format("prometheus", "metrics gpu_doctor_*", _prometheus, _prometheus_write),
     Format("nfd", "Node Feature Discovery labels", _nfd),
