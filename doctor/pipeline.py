@@ -248,6 +248,11 @@ class Format(NamedTuple):
     about: str
     render: Callable[..., str]
     write: Callable[[Report, str], None] | None = None
+    file_name: str = ""  # what an export saves it as (the TUI); empty: report.NAME
+
+    @property
+    def default_file(self) -> str:
+        return self.file_name or f"report.{self.name}"
 
 
 def _text(report: Report, verbose: bool, strict: bool, colour: bool | None = None, **_: Any) -> str:
@@ -296,14 +301,15 @@ def _nfd(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
     return render(report)
 
 
-# The one renderer registry, in the order `--format` lists them. A new format is one renderer and one line here.
+# The one renderer registry, in the order `--format` lists them. A new format is one renderer and one line here:
+# `check --format` offers it, and so does the TUI's export (tests/test_formats.py proves both).
 FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("text", "for people", _text),
+    Format("text", "for people", _text, file_name="report.txt"),
     Format("json", "schema gpu-doctor.report/v1", _json),
-    Format("junit", "each check a test case, for CI", _junit),
-    Format("markdown", "for an issue or a ticket; facts in a collapsible block", _markdown),
-    Format("github", "GitHub Actions annotations", _github),
-    Format("prometheus", "metrics gpu_doctor_*", _prometheus, _prometheus_write),
+    Format("junit", "each check a test case, for CI", _junit, file_name="report.junit.xml"),
+    Format("markdown", "for an issue or a ticket; facts in a collapsible block", _markdown, file_name="report.md"),
+    Format("github", "GitHub Actions annotations", _github, file_name="report.github.txt"),
+    Format("prometheus", "metrics gpu_doctor_*", _prometheus, _prometheus_write, file_name="report.prom"),
     Format("nfd", "Node Feature Discovery labels", _nfd),
 )}
 

@@ -264,14 +264,11 @@ def no_table_reason(facts: Facts) -> list[str]:
 
 # --- exports ------------------------------------------------------------------------------------
 
-# Every format of the renderer registry (doctor.pipeline.FORMATS) is offered, rendered by it: a new format appears
-# here. The file name each is saved as (a format not named here: report.FORMAT) and, for the first ones, its label.
-_FILE_NAMES = {"json": "report.json", "markdown": "report.md", "text": "report.txt", "junit": "report.junit.xml",
-               "github": "report.github.txt", "prometheus": "report.prom", "nfd": "report.nfd"}
+# Every format of the renderer registry (doctor.pipeline.FORMATS) is offered, rendered by it and saved under the
+# registry's file name: a new format appears here. The first ones keep the TUI's own labels.
 _LABELS = {"json": "report (JSON, gpu-doctor.report/v1)", "markdown": "report (Markdown)"}
 _FIRST = ("json", "markdown")  # offered first, then the facts, then the other formats in the registry's order
-_REGISTERED = {_FILE_NAMES.get(f.name, f"report.{f.name}"): f
-               for f in sorted(FORMATS.values(), key=lambda f: f.name not in _FIRST)}
+_REGISTERED = {f.default_file: f for f in sorted(FORMATS.values(), key=lambda f: f.name not in _FIRST)}
 _FACTS = {"facts.json": "facts snapshot (JSON, gpu-doctor.facts/v1)"}
 EXPORTS = {kind: _LABELS.get(f.name, f"report ({f.name}: {f.about})") for kind, f in _REGISTERED.items()}
 EXPORTS = {**{k: v for k, v in EXPORTS.items() if _REGISTERED[k].name in _FIRST}, **_FACTS,
