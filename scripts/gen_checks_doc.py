@@ -2,12 +2,16 @@
 """Write docs/checks.md from the check registry, with a real example finding for every check.
 
 Each example is the check run on the healthy test host (tests/factories.py) with one thing broken,
-so the page shows exactly what a user sees. Usage: python scripts/gen_checks_doc.py [--check]
+so the page shows exactly what a user sees. A check's example lives beside its tests: ``DOC_EXAMPLES`` in its
+tests/test_checks_*.py module (check id → (what is broken, the facts)); EXAMPLES below holds the older ones. So a new
+check touches its module, its test and this page, nothing else. Usage: python scripts/gen_checks_doc.py [--check]
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -23,13 +27,11 @@ from doctor.matrix import current  # noqa: E402
 from doctor.model.facts import (  # noqa: E402
     ContainerToolkit,
     Cudnn,
-    GpuProcess,
     LibRef,
     Package,
     PyPackage,
     PythonEnv,
     Toolkit,
-    XidEvent,
 )
 from doctor.model.facts_active import (  # noqa: E402
     ActiveEnd,
@@ -181,12 +183,6 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
     "secureboot.blocks_module": ("Secure Boot refusing the unsigned module", make_facts(
         driver__secure_boot=True, driver__module_loaded=False, driver__kernel_module=None,
         gpus=[replace(H100, name=None, uuid=None, source="pci")])),
-    "gpu.memory_in_use": ("another job holds the memory", make_facts(
-        gpu__memory_used_mib=74000, gpu__processes=[GpuProcess(4242, "python3", 73500)])),
-    "gpu.hardware_fault": ("Xid 79 in the kernel log", make_facts(
-        driver__xid_events=[XidEvent(79, "0000:18:00", "GPU has fallen off the bus.")])),
-    "gpu.throttling": ("a hot GPU", make_facts(gpu__throttle_reasons=["hw_thermal_slowdown"], gpu__temperature_c=91)),
-    "gpu.pcie_degraded": ("a data-center GPU trained at x8 of x16", make_facts(gpu__pcie_width_current=8)),
     "driver.branch_eol": ("driver R535 on 2026-11-23 (end of life June 2026)", make_facts(
         driver__kernel_module="535.261.03", driver__userspace="535.261.03", collected_at="2026-11-23T10:00:00+00:00")),
     "toolkit.missing": ("no toolkit, torch brings its own runtime", make_facts(
@@ -228,7 +224,21 @@ EXAMPLES: dict[str, tuple[str, Any]] = {
 }
 
 
+def examples() -> dict[str, tuple[str, Any]]:
+    """Every check's example: the table above and each test module's DOC_EXAMPLES (a check has one, once)."""
+    out = dict(EXAMPLES)
+    for path in sorted((REPO / "tests").glob("test_checks_*.py")):
+        if not re.search(r"^DOC_EXAMPLES\b", path.read_text(encoding="utf-8"), re.M):
+            continue  # imported only where examples are declared
+        for check_id, example in getattr(importlib.import_module(path.stem), "DOC_EXAMPLES", {}).items():
+            if check_id in out:
+                raise SystemExit(f"two examples for {check_id}: {path.name} and another")
+            out[check_id] = example
+    return out
+
+
 def render() -> str:
+    every = examples()
     lines = [
         "# gpu-doctor checks",
         "",
@@ -244,7 +254,7 @@ def render() -> str:
     lines += [f"| [`{c.id}`](#{c.id.replace('.', '')}) | {c.area} | {c.summary} |" for c in REGISTRY]
     lines.append("")
     for chk in REGISTRY:
-        what, facts = EXAMPLES[chk.id]
+        what, facts = every[chk.id]
         report = diagnose(facts, checks=[chk], ctx=Context(matrix=current(), options={"static": chk.id.startswith(
             "image.")}))
         shown = [f for f in report.findings if f.severity != "ok"] or report.findings
@@ -266,7 +276,7 @@ def render() -> str:
 
 
 def main() -> int:
-    missing = [c.id for c in REGISTRY if c.id not in EXAMPLES]
+    missing = [c.id for c in REGISTRY if c.id not in examples()]
     if missing:
         print("no example for: " + ", ".join(missing))
         return 1

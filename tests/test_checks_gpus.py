@@ -20,6 +20,17 @@ H100_1 = replace(H100, index=1, uuid="GPU-99999999-8888-7777-6666-555555555555",
 BUS = "0000:18:00.0"
 
 
+# The example docs/checks.md shows for each check of this module (scripts/gen_checks_doc.py reads it).
+DOC_EXAMPLES = {
+    "gpu.memory_in_use": ("another job holds the memory", make_facts(
+        gpu__memory_used_mib=74000, gpu__processes=[GpuProcess(4242, "python3", 73500)])),
+    "gpu.hardware_fault": ("Xid 79 in the kernel log", make_facts(
+        driver__xid_events=[XidEvent(79, "0000:18:00", "GPU has fallen off the bus.")])),
+    "gpu.throttling": ("a hot GPU", make_facts(gpu__throttle_reasons=["hw_thermal_slowdown"], gpu__temperature_c=91)),
+    "gpu.pcie_degraded": ("a data-center GPU trained at x8 of x16", make_facts(gpu__pcie_width_current=8)),
+}
+
+
 def catalog_row(**match: Any) -> dict[str, Any]:
     """A row of compat/xid.toml matching all of ``match``; skips while the catalog is absent or lacks one."""
     catalog = xid_catalog(bundled())
