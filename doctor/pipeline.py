@@ -109,8 +109,9 @@ def planned(report: Report, matrix: Any) -> Report:
 def planned_fixes(facts: Facts, findings: list[Finding], matrix: Any) -> list[Finding]:
     if not any(f.intents for f in findings):
         return findings
-    from doctor.fixplan import Options, build_plan, with_plan_fixes
+    from doctor.fixplan import Options, build_plan
     from doctor.matrix import Matrix
+    from doctor.render.fixline import with_plan_fixes
 
     if not isinstance(matrix, Matrix):
         return findings
@@ -123,12 +124,18 @@ def planned_fixes(facts: Facts, findings: list[Finding], matrix: Any) -> list[Fi
         return findings
 
 
-def plan(facts: Facts, findings: list[Finding], matrix: Matrix, options: Options | None = None) -> FixPlan:
-    """The one fix plan for these findings (`fix`, `pin`, the TUI's fix view); :class:`PlanError` when the
-    options cannot be met."""
-    from doctor.fixplan import build_plan
+def plan(facts: Facts, findings: list[Finding], matrix: Matrix | None = None, options: Options | None = None,
+         python_only: bool = False) -> FixPlan:
+    """The one fix plan for these findings (`fix`, `pin`, the TUI's fix view), with the current matrix when none
+    is given; ``python_only``: only what the Python environment can do (when no ``options`` say it).
+    :class:`PlanError` when the options cannot be met."""
+    from doctor.fixplan import Options, build_plan
 
-    return build_plan(facts, findings, matrix, options)
+    if matrix is None:
+        from doctor.matrix import current
+
+        matrix = current()
+    return build_plan(facts, findings, matrix, options or Options(python_only=python_only))
 
 
 def judge_outcome(outcome: Outcome, matrix: Matrix | None = None) -> Outcome:

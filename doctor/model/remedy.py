@@ -27,7 +27,7 @@ matrix; a check leaves it unset, the intent does not show it). So the JSON of ea
 ``{"intent": kind, …}`` in a report's findings, ``{"action": kind, …}`` in a plan's steps.
 
 What a person reads under a finding, :class:`doctor.model.findings.Fix` (prose and its commands), is not a
-remedy kind but the *rendering* of the plan's steps for one finding (:func:`doctor.fixplan.fix_for`); a check's
+remedy kind but the *rendering* of the plan's steps for one finding (:func:`doctor.render.fixline.fix_for`); a check's
 own ``Fix`` is the wording a :class:`Manual` step carries when no intent can express the remedy.
 """
 
