@@ -22,6 +22,7 @@ from doctor.model.remedy import (
     Reboot,
     RebuildDkms,
 )
+from doctor.pipeline import fix_script
 from doctor.render import apt, conda, dnf, pip
 
 DOCTOR = Path(__file__).resolve().parent.parent / "doctor"
@@ -90,8 +91,9 @@ def test_every_action_kind_reaches_a_rendered_step(kind: type[Action]) -> None:
     other kind renders for apt and dnf (the system) or for pip and conda (the Python environment)."""
     action = EXAMPLES[kind]
     plan = FixPlan("ubuntu", "24.04", "Ubuntu 24.04", "x86_64", [PlanStep("s", ["x"], "why", [action], [])])
-    if kind in (Manual, Reboot):
-        return  # doctor.render.fixscript renders both for every package manager (test_fix.py)
+    if kind in (Manual, Reboot):  # the fix script writes these itself, whatever the package manager
+        assert ("# MANUAL: " if kind is Manual else "need_reboot ") in fix_script(plan, "apt")
+        return
     system = [r.render(action, plan) for r in (apt, dnf)]
     python = [r.render(action, plan) for r in (pip, conda)]
     assert all(system) or all(python), f"{kind.__name__} is rendered by no package manager"
