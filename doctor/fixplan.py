@@ -41,6 +41,7 @@ from doctor.model.remedy import (
     LoadModule,
     Manual,
     OnlyIfWanted,
+    PinDriverBranch,
     PipInstall,
     Reboot,
     RebuildDkms,
@@ -676,6 +677,22 @@ def _constraints(actions: list[Action], m: Matrix) -> list[str]:
                     jrow = next((j for j in m.rows("jax", "jax") if j.get("version") == version), None)
                     lines += [f"{pin}  # jax {version}" for pin in (jrow or {}).get("pins", []) if "cu" in pin]
     return list(dict.fromkeys(lines))
+
+
+def pin_plan(facts: Facts, manager: str) -> FixPlan:
+    """Keep the driver where it is (`gpu-doctor pin`): hold its packages of ``manager`` (dpkg or rpm; a package
+    whose manager is unknown too) and pin the package manager to its branch."""
+    held = [p.name for p in facts.driver.packages if p.manager in (manager, None)]
+    drv = _driver(facts)
+    actions: list[Action] = []
+    if held:
+        actions.append(HoldPackages(held))
+    if branch(drv):
+        actions.append(PinDriverBranch(int(branch(drv) or 0)))
+    steps = [PlanStep("pin", ["pin"], f"Keep the driver {drv or '?'} and its packages where they are", actions,
+                      ["gpu-doctor", "pin", "--check", "THIS_FILE"])] if actions else []
+    h = facts.host
+    return FixPlan(h.os_id, h.os_version, h.os_pretty, h.arch, steps)
 
 
 def _check_options(m: Matrix, opts: Options) -> None:

@@ -138,6 +138,13 @@ def plan(facts: Facts, findings: list[Finding], matrix: Matrix | None = None, op
     return build_plan(facts, findings, matrix, options or Options(python_only=python_only))
 
 
+def pin_plan(facts: Facts, manager: str) -> FixPlan:
+    """`pin`'s plan: hold this machine's driver packages (of ``manager``, dpkg or rpm) and keep its branch."""
+    from doctor.fixplan import pin_plan as plan_pins
+
+    return plan_pins(facts, manager)
+
+
 def judge_outcome(outcome: Outcome, matrix: Matrix | None = None) -> Outcome:
     """An active test's outcome as its runner ended it, judged: the findings the active-test checks give for its
     measurements (those `check --facts` gives for a snapshot holding them), its status and its line."""
