@@ -15,7 +15,6 @@ from doctor.model.facts import Facts, Gpu
 from doctor.model.findings import AREAS, Evidence, Finding
 from doctor.model.report import CheckResult, Report
 from doctor.model.severity import LEVELS, STATUS_MARKS
-from doctor.pipeline import FORMATS, render
 
 MARKS = {**STATUS_MARKS, "none": LEVELS["info"].mark}  # "none": an area without findings
 STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready",
@@ -268,11 +267,27 @@ def no_table_reason(facts: Facts) -> list[str]:
 # registry's file name: a new format appears here. The first ones keep the TUI's own labels.
 _LABELS = {"json": "report (JSON, gpu-doctor.report/v1)", "markdown": "report (Markdown)"}
 _FIRST = ("json", "markdown")  # offered first, then the facts, then the other formats in the registry's order
-_REGISTERED = {f.default_file: f for f in sorted(FORMATS.values(), key=lambda f: f.name not in _FIRST)}
 _FACTS = {"facts.json": "facts snapshot (JSON, gpu-doctor.facts/v1)"}
-EXPORTS = {kind: _LABELS.get(f.name, f"report ({f.name}: {f.about})") for kind, f in _REGISTERED.items()}
-EXPORTS = {**{k: v for k, v in EXPORTS.items() if _REGISTERED[k].name in _FIRST}, **_FACTS,
-           **{k: v for k, v in EXPORTS.items() if _REGISTERED[k].name not in _FIRST}}
+
+
+def _registered() -> dict[str, Any]:
+    """The registered formats by the file name an export saves each as, the first ones first."""
+    from doctor.pipeline import FORMATS
+
+    return {f.default_file: f for f in sorted(FORMATS.values(), key=lambda f: f.name not in _FIRST)}
+
+
+def exports() -> dict[str, str]:
+    """What the export dialog offers, {kind: label}: the report in every registered format, and the facts."""
+    labels = {kind: (f.name, _LABELS.get(f.name, f"report ({f.name}: {f.about})")) for kind, f in _registered().items()}
+    return {**{k: label for k, (name, label) in labels.items() if name in _FIRST}, **_FACTS,
+            **{k: label for k, (name, label) in labels.items() if name not in _FIRST}}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EXPORTS":  # the registry as it is when first asked
+        return exports()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def export_text(kind: str, report: Report, title: str = "") -> str:
@@ -280,6 +295,9 @@ def export_text(kind: str, report: Report, title: str = "") -> str:
     no colour; ``title``, the source's name, heads the Markdown)."""
     if kind in _FACTS:
         return report.facts.to_json()
-    if kind in _REGISTERED:
-        return render(report, _REGISTERED[kind].name, colour=False, title=title)
+    registered = _registered()
+    if kind in registered:
+        from doctor.pipeline import render
+
+        return render(report, registered[kind].name, colour=False, title=title)
     raise ValueError(f"unknown export {kind!r}")
