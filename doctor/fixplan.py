@@ -293,8 +293,8 @@ class _Planner:
         except ValueError:
             return _dt.date.today()
 
-    def _supported_branch(self, need: int, last: int | None, last_gpu: int | None, row: dict | None,
-                          arch: dict | None) -> int:
+    def _supported_branch(self, need: int, last: int | None, last_gpu: int | None, row: dict[str, Any] | None,
+                          arch: dict[str, Any] | None) -> int:
         """The branch to install for a need of ``need``: the lowest long-term branch NVIDIA still supports at or
         above it (then production, then new-feature), capped by the GPU's last branch; an ended branch only when
         it is the last one that drives the GPU (said in a note)."""
@@ -313,7 +313,8 @@ class _Planner:
         self._warn_if_ended(need, last_gpu, row, arch)
         return need
 
-    def _warn_if_ended(self, target: int, last_gpu: int | None, row: dict | None, arch: dict | None) -> None:
+    def _warn_if_ended(self, target: int, last_gpu: int | None, row: dict[str, Any] | None,
+                       arch: dict[str, Any] | None) -> None:
         if not self.m.branch_ended(target, self._today()):
             return
         name = (row or {}).get("name") or (arch or {}).get("name", "this GPU")
@@ -713,7 +714,7 @@ def _driver(facts: Facts) -> str | None:
     return beliefs.driver_version(facts)
 
 
-def _gpu(facts: Facts, m: Matrix) -> tuple[dict | None, dict | None]:
+def _gpu(facts: Facts, m: Matrix) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     for g in facts.gpus:
         row, arch = m.gpu_for_facts(g.name, g.compute_capability)
         if row or arch:
