@@ -91,7 +91,7 @@ def test_a_recursive_repr_stops_as_the_standard_one_does() -> None:
 def test_every_frozen_record_of_the_check_path_is_the_fast_kind() -> None:
     """The frozen classes `check` defines go through records.dataclass (their __repr__ is the shared one)."""
     slow = []
-    for name in ("doctor.model.facts", "doctor.model.intents", "doctor.model.plan", "doctor.model.findings",
+    for name in ("doctor.model.facts", "doctor.model.remedy", "doctor.model.plan", "doctor.model.findings",
                  "doctor.model.report", "doctor.model.severity", "doctor.registry", "doctor.beliefs",
                  "doctor.matrix", "doctor.queries", "doctor.fixplan", "doctor.host", "doctor.checks.require_cuda"):
         module = importlib.import_module(name)
