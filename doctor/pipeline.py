@@ -44,7 +44,7 @@ def warm_up() -> None:
     :func:`doctor.matrix.current` reads afterwards (cached for the process, as it always is)."""
     import importlib
 
-    for module in ("doctor.engine", "doctor.checks", "doctor.fixplan", "doctor.render.text"):
+    for module in ("doctor.engine", "doctor.checks", "doctor.fixplan", "doctor.render.fixline", "doctor.render.text"):
         importlib.import_module(module)
     from doctor.matrix import bundled
 

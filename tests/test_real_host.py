@@ -175,3 +175,17 @@ def test_check_imports_none_of_the_start_up_costs_it_does_without() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
                             env=env)
     assert result.stdout.strip() == ""
+
+
+def test_check_imports_nothing_of_its_own_after_the_probes_answer() -> None:
+    """What `check` needs to diagnose, plan and render is imported by pipeline.warm_up while the probes' children
+    run: a module first imported after them would add its import time to every `check` again."""
+    modules = "print(sorted(m for m in sys.modules if m.startswith('doctor')))\n"
+    check = ("import sys, io, contextlib\nfrom doctor.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n    main(['check'])\n" + modules)
+    warm = ("import sys\nimport doctor.cli, doctor.commands.check, doctor.probes\nfrom doctor import pipeline\n"
+            "pipeline.warm_up()\n" + modules)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    seen = [set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                                          check=True, env=env).stdout.replace("'", '"'))) for code in (check, warm)]
+    assert seen[0] - seen[1] == set()
