@@ -45,3 +45,18 @@ def test_a_probe_that_crashes_still_crashes_the_collection(tmp_path: Path, monke
     monkeypatch.setattr(hostinfo, "probe_host", broken)
     with pytest.raises(RuntimeError, match="probe bug"):
         collect(Host(root=_root(tmp_path)))
+
+
+def test_the_nvml_child_writes_what_json_would_without_importing_it() -> None:
+    """The NVML child prints its answer without importing json (re, enum: ~10 ms of its start on every `check`):
+    the same text json.dumps writes, and json's own for anything that is not a plain value."""
+    import json
+    import math
+
+    from doctor.probes.native_child import dumps
+
+    gpu = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1", "power_draw_w": 71.25, "ecc_uncorrected": 0,
+           "mig_mode": False, "processes": [{"pid": 7, "name": "train\u00e9\n", "used_mib": None}], "mig_devices": []}
+    for value in ({"section": "nvml", "gpus": [gpu]}, {}, [], {"a": (1, "x")}, {"e": "\ud800\"\\\x01"},
+                  {"big": 10**40, "neg": -0.0, "tiny": 1e-300}, {"nan": math.nan}, {"inf": -math.inf}, {1: "int key"}):
+        assert dumps(value) == json.dumps(value)

@@ -60,7 +60,7 @@ def test_real_nvml_driver_not_loaded_is_the_same_answer_without_pynvml() -> None
     from doctor.probes.base import child_script
 
     probe = child_script("native_child.py") + (
-        "\nout = {}\nprobe_nvml(out)\nprint(json.dumps([out, 'pynvml' in sys.modules]))\n"
+        "\nimport json\nout = {}\nprobe_nvml(out)\nprint(json.dumps([out, 'pynvml' in sys.modules]))\n"
         "import pynvml\ntry:\n    pynvml.nvmlInit()\n"
         "except pynvml.NVMLError as exc:\n    print(json.dumps(str(exc)))\n")
     result = subprocess.run([sys.executable, "-c", probe.replace('if __name__ == "__main__":', "if False:")],
