@@ -168,8 +168,9 @@ def demo_sources(args: argparse.Namespace) -> tuple[list, int, None]:
     from doctor.examples import EXAMPLES
     from doctor.tui.model import Source
 
-    sources = [Source(title=e.title, description=e.description, facts=e.facts(), load=e.facts,
-                      origin=f"example {e.name}") for e in EXAMPLES]
+    # Each example is read and diagnosed by the app when it is shown (after the first frame), not all of them here.
+    sources = [Source(title=e.title, description=e.description, load=e.facts, origin=f"example {e.name}")
+               for e in EXAMPLES]
     index = next((i for i, e in enumerate(EXAMPLES) if e.name == args.example), 0)
     return sources, index, None
 

@@ -10,14 +10,17 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from doctor.model.facts import Facts, Gpu
-from doctor.model.findings import AREAS, Evidence, Finding
-from doctor.model.report import CheckResult, Report
 from doctor.model.severity import LEVELS, STATUS_MARKS
-from doctor.pipeline import FORMATS, render
-from doctor.render.text import header, summary
+
+if TYPE_CHECKING:
+    from doctor.model.facts import Facts, Gpu
+    from doctor.model.findings import Evidence, Finding
+    from doctor.model.report import CheckResult, Report
+
+# The TUI's first frame imports this module (Source, the marks and words) and nothing of the engine: the model's
+# classes, the renderers and the pipeline are imported by the functions that read a report (issue 23).
 
 MARKS = {**STATUS_MARKS, "none": LEVELS["info"].mark}  # "none": an area without findings
 STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready",
@@ -69,6 +72,8 @@ class AreaView:
 
 def areas(report: Report) -> list[AreaView]:
     """The report's areas in the fixed order of doctor.model.findings.AREAS (then any other, sorted)."""
+    from doctor.model.findings import AREAS
+
     names = list(AREAS)
     extra = {f.area for f in report.findings} | {c.area for c in report.checks}
     names += sorted(a for a in extra if a not in names)
@@ -272,10 +277,22 @@ _FILE_NAMES = {"text": "report.txt", "junit": "report.junit.xml", "github": "rep
 # JSON and Markdown come first, as before; the Markdown of the TUI is the long form, for a ticket.
 _OWN = {"report.json": "report (JSON, gpu-doctor.report/v1)", "report.md": "report (Markdown)",
         "facts.json": "facts snapshot (JSON, gpu-doctor.facts/v1)"}
-# Every format of the renderer registry (doctor.pipeline.FORMATS) is offered: a new format appears here.
-_REGISTERED = {_FILE_NAMES.get(f.name, f"report.{f.name}"): f for f in FORMATS.values()
-               if f.name not in ("json", "markdown")}
-EXPORTS = {**_OWN, **{kind: f"report ({f.name}: {f.about})" for kind, f in _REGISTERED.items()}}
+
+
+def _registered() -> dict[str, Any]:
+    """Every format of the renderer registry (doctor.pipeline.FORMATS) is offered: a new format appears here."""
+    from doctor.pipeline import FORMATS
+
+    return {_FILE_NAMES.get(f.name, f"report.{f.name}"): f for f in FORMATS.values()
+            if f.name not in ("json", "markdown")}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EXPORTS":  # what the export dialog offers: {kind: label}, built when the dialog first asks
+        exports = {**_OWN, **{kind: f"report ({f.name}: {f.about})" for kind, f in _registered().items()}}
+        globals()["EXPORTS"] = exports
+        return exports
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def export_text(kind: str, report: Report, title: str = "") -> str:
@@ -285,8 +302,11 @@ def export_text(kind: str, report: Report, title: str = "") -> str:
         return report.facts.to_json()
     if kind == "report.md":
         return report_markdown(report, title)
-    if kind in _REGISTERED:
-        return render(report, _REGISTERED[kind].name, colour=False)
+    registered = _registered()
+    if kind in registered:
+        from doctor.pipeline import render
+
+        return render(report, registered[kind].name, colour=False)
     raise ValueError(f"unknown export {kind!r}")
 
 
@@ -296,6 +316,8 @@ def _md(text: str) -> str:
 
 def report_markdown(report: Report, title: str = "") -> str:
     """The report as Markdown, for a bug report or a ticket: problems in full, the rest as one line each."""
+    from doctor.render.text import header, summary
+
     lines = [f"# gpu-doctor report{': ' + title if title else ''}", ""]
     lines += [f"    {line}" for line in header(report).splitlines()]
     lines += ["", f"**{summary(report)}**", ""]
