@@ -9,9 +9,9 @@ Targets (issue 23): first paint ≤ 0.6 s, verdict ≤ 1.5 s. Measured in the sa
 revision, exported as by benchmarks/peers.py; --before REV adds another, e.g. the commit before a change) and the
 floor, benchmarks/tui_floor.py: a bare Textual app with one Footer, whose first paint no TUI can beat.
 
-Each of --runs starts is ended by closing its terminal. Printed: the best and the median wall time (a shared
-machine's other programs only ever add to it), and the CPU time the TUI's own process had used by then (user +
-system, all its threads, from /proc: what the load of the machine does not change much).
+Each of --runs rounds starts every program once (interleaved), each ended by closing its terminal. Printed: the
+best and the median wall time (a shared machine's other programs only ever add to it), and the median CPU time
+the TUI's own process had used by then (user + system, all its threads, from /proc: less sensitive to the load).
 
     .venv/bin/python benchmarks/tui_speed.py [--runs 7] [--baseline REV] [--before REV]
 """
@@ -87,21 +87,31 @@ def main() -> int:
         trees[f"before ({args.before})"] = baseline_tree(args.before)
     env = {**run_env(), "LANG": os.environ.get("LANG", "C.UTF-8")}
     failed = False
-    start([str(FLOOR)], REPO, env, verdict=False)  # warm the page cache
-    floor = [start([str(FLOOR)], REPO, env, verdict=False) for _ in range(args.runs)]
+    # Interleaved: every round starts each program once, so that a change of the machine's load during the
+    # benchmark weighs on all of them alike.
+    programs: dict[tuple[str, str], tuple[list[str], Path, bool]] = {("floor", "bare Textual"): ([str(FLOOR)], REPO,
+                                                                                                 False)}
+    for command in ("tui", "demo"):
+        for name, tree in trees.items():
+            programs[(command, name)] = (["-m", "doctor", command], tree, True)
+    for argv, tree, verdict in programs.values():
+        start(argv, tree, env, verdict)  # warm the page cache
+    runs: dict[tuple[str, str], list[Times]] = {key: [] for key in programs}
+    for _ in range(args.runs):
+        for key, (argv, tree, verdict) in programs.items():
+            runs[key].append(start(argv, tree, env, verdict))
     print("\nthe floor (benchmarks/tui_floor.py: a Textual app with one Footer):")
-    print(line("bare Textual", floor, verdict=False))
+    print(line("bare Textual", runs[("floor", "bare Textual")], verdict=False))
     for command in ("tui", "demo"):
         print(f"\n`gpu-doctor {command}`:")
-        for name, tree in trees.items():
-            start(["-m", "doctor", command], tree, env)  # warm the page cache
-            runs = [start(["-m", "doctor", command], tree, env) for _ in range(args.runs)]
-            text = line(name, runs)
+        for name in trees:
+            text = line(name, runs[(command, name)])
             if name == "gpu-doctor":
-                ok = figures(runs, 0)[0] <= 0.6 and figures(runs, 2)[0] <= 1.5
+                ok = figures(runs[(command, name)], 0)[0] <= 0.6 and figures(runs[(command, name)], 2)[0] <= 1.5
                 failed |= not ok
                 text += f"   targets ≤ 0.6 s / ≤ 1.5 s (best): {'met' if ok else 'MISSED'}"
             print(text)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 1 if failed else 0
 
 

@@ -918,10 +918,12 @@ async def test_the_diagnosis_starts_once_the_first_frame_is_on_screen() -> None:
         shown_then.append(app._shown)
         return diagnose(facts)
 
-    app = RecordingApp(example_sources(), diagnose_fn=diagnose_fn)
+    calls: list[bool] = []  # `gpu-doctor tui` passes gc.enable: the collector is off until the first frame
+    app = RecordingApp(example_sources(), diagnose_fn=diagnose_fn, when_shown=lambda: calls.append(app._shown))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert shown_then == [True]  # it never took the interpreter from the thread drawing the first frame
+        assert calls == [True]
         assert "NOT READY" in summary(app)
 
 

@@ -101,7 +101,8 @@ class DoctorApp(App[None]):
 
     def __init__(self, sources: list[Source], *, index: int = 0, runner: object = _ENGINE_RUNNER,
                  gpu_sampler: Callable[[], GpuSample] | None = None, refresh_interval: float = 1.0,
-                 diagnose_fn: Callable[[Facts], Report] | None = None) -> None:
+                 diagnose_fn: Callable[[Facts], Report] | None = None,
+                 when_shown: Callable[[], object] | None = None) -> None:
         super().__init__()
         if not sources:
             raise ValueError("nothing to show: no source")
@@ -111,6 +112,7 @@ class DoctorApp(App[None]):
         self.gpu_sampler = gpu_sampler
         self.refresh_interval = refresh_interval
         self.diagnose_fn = diagnose_fn
+        self.when_shown = when_shown  # called once the first frame is on screen
         self.reports: dict[int, Report] = {}
         self.report: Report | None = None
         self.results: dict[str, active.Outcome] = {}
@@ -156,6 +158,8 @@ class DoctorApp(App[None]):
 
     def on_ready(self) -> None:
         self._shown = True
+        if self.when_shown is not None:
+            self.when_shown()
         self._first_frame.set()
         if self._exit_asked is not None:
             self.exit(return_code=self._exit_asked)
