@@ -21,8 +21,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets._tabbed_content import TabbedContent, TabPane
-from textual.widgets._tabs import Tabs
+from textual.widgets import TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from doctor.safeio import visible

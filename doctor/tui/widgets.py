@@ -17,9 +17,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets._footer import Footer
-from textual.widgets._static import Static
-from textual.widgets._tree import Tree, TreeNode
+from textual.widgets import Footer, Static, Tree  # each imports its own module only (textual.widgets is lazy)
+from textual.widgets.tree import TreeNode
 
 from doctor.safeio import visible
 from doctor.tui import active, model
@@ -392,7 +391,7 @@ class GpuView(Deferred):
     """The GPU table (every GPU a driver answered for), or why there is none."""
 
     def make(self) -> None:
-        from textual.widgets._data_table import DataTable
+        from textual.widgets import DataTable
 
         self.mount_all([Static(id="gpu-status"), DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True),
                         Static(id="gpu-reason")])
@@ -459,9 +458,7 @@ class ActivePanel(Deferred):
     """The two tests with their run buttons, a progress bar and the live log of the running test."""
 
     def make(self) -> None:
-        from textual.widgets._button import Button
-        from textual.widgets._log import Log
-        from textual.widgets._progress_bar import ProgressBar
+        from textual.widgets import Button, Log, ProgressBar
 
         buttons, run = Horizontal(id="active-buttons"), Vertical(id="active-run")  # run: shown once a test started
         self.mount_all([Static(id="active-intro"), buttons, run])
