@@ -76,7 +76,7 @@ _MISSING = object()
 _deciding = threading.local()  # .active: records.dataclass is deciding a class in this thread
 
 
-def _frozen_get_del_attr(cls: type, fields: Any, globals_: Any) -> Any:
+def _frozen_get_del_attr(cls: Any, fields: Any, globals_: Any) -> Any:
     """``dataclasses._frozen_get_del_attr`` (3.10–3.12): the closures below for records.dataclass's classes, the
     standard library's compiled functions for every other caller."""
     if not getattr(_deciding, "active", False):
