@@ -160,3 +160,65 @@ def test_an_incomplete_recorded_test_is_skipped_not_crashed() -> None:
     assert "crashed" not in statuses.values()
     assert statuses["active.smoke"] == "skipped"
     assert next(c.reason for c in report.checks if c.id == "active.smoke").startswith("the recorded test is incomplete")
+
+
+# --- the judges read the typed facts as the runners record them ------------------------------------------
+
+
+def test_nccl_tests_wrong_elements_fail_as_recorded() -> None:
+    """The runner records #wrong through the facts' types (a float column: old builds print an error there); a
+    count above zero in today's table is wrong sums, whatever type it was stored as."""
+    from doctor.model.facts_active import coerce
+
+    place = {"time_us": 1e5, "algbw": 5.0, "busbw": 5.0, "wrong": 0}
+    reported = {"rows": [{"size": 1 << 30, "count": 1 << 28, "type": "float", "redop": "sum", "root": -1,
+                          "out_of_place": place, "in_place": {**place, "wrong": 3}}],
+                "out_of_bounds": 0, "old_format": False, "returncode": 0}
+    status, found = run("active.nccl_tests", nccl_tests=coerce(NcclTests, reported))
+    assert status == "fail"
+    assert [(f.code, f.title) for f in found] == [
+        ("multigpu.nccl_wrong_results", "all_reduce_perf: 3 wrong element(s) at 1,073,741,824 B (in-place, float sum)")]
+
+
+def test_a_framework_child_that_died_before_reporting_is_a_crash_not_a_missing_framework() -> None:
+    from doctor.model.facts_active import FrameworkRun
+
+    died = ActiveEnd(event="exit", returncode=-11, stderr="Segmentation fault")
+    status, found = run("active.frameworks", frameworks=FrameworkTest(
+        pythons=["/p"], requested=["torch"], runs=[FrameworkRun("torch", "/p", last_step="import torch", end=died)]))
+    assert status == "fail"
+    assert [(f.code, f.title) for f in found] == [
+        ("framework.gpu_smoke_failed", "torch in /p: the test process died (exit -11) at: import torch")]
+    status, found = run("active.torch", torch=[TorchRun(mode="oom", python="/p", last_step="import torch", end=died)])
+    assert status == "fail" and [f.code for f in found] == ["framework.gpu_smoke_failed"]
+
+
+def test_a_hang_before_any_gpu_resets_gpu_0() -> None:
+    hung = DriverTest(mode="smoke", last_step="cuInit", end=ActiveEnd(event="hang", silent_for=30.0, reaped=True))
+    status, found = run("active.smoke", smoke=hung)
+    (f,) = found
+    assert (status, f.code) == ("fail", "gpu.hang")
+    assert "could not be killed" not in f.detail
+    assert f.fix is not None and f.fix.steps[-1].command == ["nvidia-smi", "--gpu-reset", "-i", "0"]
+
+
+def _imported_by_check(tmp_path: Any, **active: Any) -> list[str]:
+    """The doctor.active* and doctor.checks.active.* modules `gpu-doctor check --facts` imports for a snapshot."""
+    import subprocess
+    import sys
+
+    snap = tmp_path / "facts.json"
+    snap.write_text(make_facts(active=ActiveFacts(**active) if active else None).to_json())
+    code = ("import sys, io, contextlib\nfrom doctor.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    try:\n        main(['check', '--facts', {str(snap)!r}])\n    except SystemExit:\n        pass\n"
+            "seen = [m for m in sys.modules if m.startswith(('doctor.active', 'doctor.checks.active.'))]\n"
+            "print(','.join(sorted(seen)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return [m for m in result.stdout.strip().split(",") if m]
+
+
+def test_check_imports_no_runner_and_only_the_judges_of_recorded_tests(tmp_path: Any) -> None:
+    assert _imported_by_check(tmp_path) == []
+    smoke = driver_test("smoke", gpu(saxpy=Verified(elements=4, wrong=0)))
+    assert _imported_by_check(tmp_path, smoke=smoke) == ["doctor.checks.active.cuerrors", "doctor.checks.active.gpu"]
