@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import sys
 from typing import Any
 
 import pytest
@@ -156,22 +155,6 @@ def test_a_subclass_frozen_mismatch_and_an_own_setattr_are_refused_as_before() -
     own = {"__setattr__": lambda self, name, value: None, "__annotations__": {"a": "int"}}
     with pytest.raises(TypeError, match="Cannot overwrite attribute __setattr__ in class Own"):
         records.dataclass(frozen=True)(type("Own", (), own))
-
-
-def test_only_records_own_classes_get_the_shared_closures() -> None:
-    """A class the standard decorator defines, in this process, still gets the standard compiled methods."""
-    @dataclasses.dataclass(frozen=True)
-    class Standard:
-        a: int = 0
-
-    @records.dataclass(frozen=True)
-    class Fast:
-        a: int = 0
-
-    assert Standard.__setattr__.__code__.co_filename != records.__file__
-    # 3.10-3.12: the closures (3.13 compiles all of a class's methods at once and is left alone)
-    shared = Fast.__setattr__.__code__.co_filename == records.__file__
-    assert shared == (sys.version_info < (3, 13))
 
 
 @dataclasses.dataclass(frozen=True)

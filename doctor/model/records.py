@@ -3,20 +3,11 @@
 The standard decorator writes each method of a class as source text and compiles it: six compilations for a
 frozen class, ~1 ms per class on the machines gpu-doctor runs on, ~70 classes on `check`'s path (about a third of
 its own CPU time, measured with benchmarks/peers.py). For ``@dataclass(frozen=True)`` this one lets the standard
-decorator write ``__init__`` (its semantics are subtle: defaults, factories, InitVar, __post_init__) and gives the
-class ``__repr__``, ``__eq__`` and ``__hash__`` that are shared functions reading the class's fields: the same
-results as the generated ones (the same fields, in the same order, honouring ``repr=`` / ``compare=`` / ``hash=``
-of each field and any of the three the class defines itself), with no compilation.
-
-The frozen ``__setattr__`` / ``__delattr__`` are closures too, with the standard library's exact body (Python
-3.10–3.12's ``dataclasses._frozen_get_del_attr``: raise ``FrozenInstanceError("cannot assign to field 'x'")`` /
-``("cannot delete field 'x'")`` when ``type(self) is cls`` or the name is one of the class's fields, else
-``super(cls, self).__setattr__`` / ``__delattr__``). The standard decorator still places them (so a class that
-defines its own is refused as before, and their ``__qualname__`` is set as before): while this module decorates a
-class, in this thread only, ``dataclasses._frozen_get_del_attr`` answers with the closures instead of compiling;
-any other caller, thread or class gets the standard function. Where that private function does not have the
-3.10–3.12 signature (3.13 builds all methods in one compilation), nothing is replaced. Any other use is the
-standard decorator's. Type checkers see the standard decorator.
+decorator write ``__init__`` and the frozen ``__setattr__`` / ``__delattr__`` (their semantics are subtle) and
+gives the class ``__repr__``, ``__eq__`` and ``__hash__`` that are shared functions reading the class's fields:
+the same results as the generated ones (the same fields, in the same order, honouring ``repr=`` / ``compare=`` /
+``hash=`` of each field and any of the three the class defines itself), with no compilation. Any other use is
+the standard decorator's. Type checkers see the standard decorator.
 """
 
 from __future__ import annotations
@@ -53,12 +44,7 @@ def _frozen(cls: type) -> type:
         own.add("__hash__")
     # repr=False, eq=False: the standard decorator writes neither (nor, with eq=False, a __hash__); they are added
     # below exactly where it would have added them: not over one the class defines.
-    previous = getattr(_deciding, "active", False)
-    _deciding.active = True
-    try:
-        cls = dataclasses.dataclass(cls, frozen=True, repr=False, eq=False)
-    finally:
-        _deciding.active = previous
+    cls = dataclasses.dataclass(cls, frozen=True, repr=False, eq=False)
     fields = dataclasses.fields(cls)
     shown = tuple(f.name for f in fields if f.repr)
     compared = tuple(f.name for f in fields if f.compare)
@@ -73,35 +59,6 @@ def _frozen(cls: type) -> type:
 
 
 _MISSING = object()
-_deciding = threading.local()  # .active: records.dataclass is deciding a class in this thread
-
-
-def _frozen_get_del_attr(cls: Any, fields: Any, globals_: Any) -> Any:
-    """``dataclasses._frozen_get_del_attr`` (3.10–3.12): the closures below for records.dataclass's classes, the
-    standard library's compiled functions for every other caller."""
-    if not getattr(_deciding, "active", False):
-        return _standard_frozen_get_del_attr(cls, fields, globals_)
-    names = tuple(f.name for f in fields)
-    frozen_error = dataclasses.FrozenInstanceError
-
-    def __setattr__(self: Any, name: str, value: Any) -> None:
-        if type(self) is cls or name in names:
-            raise frozen_error(f"cannot assign to field {name!r}")
-        super(cls, self).__setattr__(name, value)
-
-    def __delattr__(self: Any, name: str) -> None:
-        if type(self) is cls or name in names:
-            raise frozen_error(f"cannot delete field {name!r}")
-        super(cls, self).__delattr__(name)
-
-    __setattr__.__module__ = __delattr__.__module__ = cls.__module__  # as the compiled ones (the class's globals)
-    return __setattr__, __delattr__
-
-
-_standard_frozen_get_del_attr: Any = getattr(dataclasses, "_frozen_get_del_attr", None)
-if getattr(getattr(_standard_frozen_get_del_attr, "__code__", None), "co_varnames", ())[:3] == (
-        "cls", "fields", "globals"):
-    dataclasses._frozen_get_del_attr = _frozen_get_del_attr  # type: ignore[attr-defined]
 
 
 def _repr_of(names: tuple[str, ...]) -> Any:
