@@ -28,6 +28,7 @@ FACTS_SCHEMA = "gpu-doctor.facts/v1"
 
 @dataclass(frozen=True)
 class ContainerToolkit:
+    """The NVIDIA Container Toolkit: installed or not, its version, the engines configured for it."""
     installed: bool | None = None
     version: str | None = None
     engines: list[str] = field(default_factory=list)
@@ -36,6 +37,7 @@ class ContainerToolkit:
 
 @dataclass(frozen=True)
 class HostInfo:
+    """The operating system, kernel and architecture, and whether this is a container, WSL or a VM."""
     os_id: str | None = None
     os_version: str | None = None
     os_pretty: str | None = None
@@ -51,6 +53,7 @@ class HostInfo:
 
 @dataclass(frozen=True)
 class Package:
+    """One installed package of the driver (dpkg, rpm, pacman or the .run installer)."""
     name: str
     version: str | None = None
     manager: str | None = None  # dpkg | rpm
@@ -58,6 +61,7 @@ class Package:
 
 @dataclass(frozen=True)
 class XidEvent:
+    """One Xid error the kernel log holds for a GPU."""
     xid: int
     pci_bus_id: str | None = None
     message: str | None = None
@@ -65,6 +69,7 @@ class XidEvent:
 
 @dataclass(frozen=True)
 class DriverInfo:
+    """The NVIDIA driver: its kernel module, its user space, their packages and what the driver reports."""
     kernel_module: str | None = None
     module_loaded: bool | None = None
     userspace: str | None = None
@@ -86,6 +91,7 @@ class DriverInfo:
 
 @dataclass(frozen=True)
 class GpuProcess:
+    """A process using a GPU."""
     pid: int | None = None
     name: str | None = None
     used_mib: int | None = None
@@ -93,6 +99,7 @@ class GpuProcess:
 
 @dataclass(frozen=True)
 class MigDevice:
+    """A MIG instance of a GPU."""
     index: int | None = None
     uuid: str | None = None
     name: str | None = None
@@ -101,6 +108,7 @@ class MigDevice:
 
 @dataclass(frozen=True)
 class Gpu:
+    """One GPU, as NVML, nvidia-smi or a report describes it."""
     index: int | None = None
     name: str | None = None
     uuid: str | None = None
@@ -129,6 +137,7 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Toolkit:
+    """One CUDA toolkit found on the machine (a directory, a distribution package or pip wheels)."""
     root: str
     version: str | None = None
     nvcc_version: str | None = None
@@ -137,6 +146,7 @@ class Toolkit:
 
 @dataclass(frozen=True)
 class LibRef:
+    """A library or program the loader or PATH resolves, with its version."""
     path: str
     version: str | None = None
     stub: bool | None = None
@@ -144,6 +154,7 @@ class LibRef:
 
 @dataclass(frozen=True)
 class LoaderInfo:
+    """What the dynamic loader and PATH resolve: nvcc, libcudart, libcudnn, libcuda."""
     nvcc_on_path: LibRef | None = None
     libcudart: LibRef | None = None
     libcudnn: LibRef | None = None
@@ -152,6 +163,7 @@ class LoaderInfo:
 
 @dataclass(frozen=True)
 class Cudnn:
+    """One cuDNN found: a header, a library or a pip wheel."""
     version: str | None = None
     location: str | None = None
     source: str | None = None  # header | library | pip | conda
@@ -159,6 +171,7 @@ class Cudnn:
 
 @dataclass(frozen=True)
 class DeepResult:
+    """What a framework answered when imported in its environment (`--deep`)."""
     is_available: bool | None = None
     device_count: int | None = None
     error: str | None = None
@@ -175,6 +188,7 @@ class DeepResult:
 
 @dataclass(frozen=True)
 class PyPackage:
+    """One installed Python package (a framework or an NVIDIA wheel) of an environment."""
     name: str
     version: str | None = None
     cuda: str | None = None
@@ -187,6 +201,7 @@ class PyPackage:
 
 @dataclass(frozen=True)
 class PythonEnv:
+    """One Python environment whose frameworks are checked."""
     executable: str
     version: str | None = None
     origin: str | None = None  # --python | VIRTUAL_ENV | CONDA_PREFIX | PATH
@@ -196,6 +211,7 @@ class PythonEnv:
 
 @dataclass(frozen=True)
 class ProbeError:
+    """Why a probe could not learn something."""
     probe: str
     reason: str
 
@@ -216,6 +232,7 @@ ENV_NAMES = (
 
 @dataclass(frozen=True)
 class Facts:
+    """What the probes learned about one machine, or what a snapshot or report recorded (gpu-doctor.facts/v1)."""
     schema: str = FACTS_SCHEMA
     collected_at: str | None = None
     host: HostInfo = field(default_factory=HostInfo)

@@ -45,6 +45,7 @@ PLANNED = {"side": "plan"}  # field metadata: settled by the planner; absent fro
 
 @dataclass(frozen=True)
 class Remedy:
+    """Any remedy kind: its JSON as an intent and as an action."""
     @property
     def kind(self) -> str:
         return type(self).__name__
@@ -82,16 +83,18 @@ class Action(Remedy):
 
 @dataclass(frozen=True)
 class BlacklistNouveau(Intent, Action):
-    pass
+    """Keep the nouveau module from loading, so that the NVIDIA one can."""
 
 
 @dataclass(frozen=True)
 class LoadModule(Intent, Action):
+    """Load a kernel module."""
     module: str = "nvidia"
 
 
 @dataclass(frozen=True)
 class RebuildDkms(Intent, Action):
+    """Rebuild the driver's DKMS module for a kernel."""
     kernel: str
     # The module is wanted in the running kernel now: the plan loads it after the build (a LoadModule action).
     load: bool = field(default=False, metadata=ASKED)
@@ -110,18 +113,21 @@ class InstallToolkit(Intent, Action):
 
 @dataclass(frozen=True)
 class InstallCudnn(Intent, Action):
+    """Install cuDNN of a major version for a CUDA major."""
     version: int  # cuDNN major (9)
     cuda_major: int | None = None  # a check's None: the system toolkit's major; a plan's action always names it
 
 
 @dataclass(frozen=True)
 class InstallCudaCompat(Intent, Action):
+    """Install the CUDA forward-compatibility package."""
     package: str  # cuda-compat-12-4, from compat/cuda.toml [[forward_compat]]
     cuda: str
 
 
 @dataclass(frozen=True)
 class InstallContainerToolkit(Intent, Action):
+    """Install the NVIDIA Container Toolkit, or configure an engine for it."""
     engine: str  # docker | containerd | podman | cri-o
     install: bool = True  # False: installed, only the engine's configuration is missing
 
@@ -197,6 +203,7 @@ class ReloadDriver(Intent):
 
 @dataclass(frozen=True)
 class UnsetEnvVar(Intent):
+    """Unset an environment variable that gets in the way."""
     name: str
     reason: str = ""
 
@@ -218,6 +225,7 @@ class OnlyIfWanted(Intent):
 
 @dataclass(frozen=True)
 class InstallDriver(Action):
+    """Install one driver branch and flavour."""
     branch: int
     flavor: str  # open | proprietary
     kernel: str | None = None  # the running kernel, whose headers DKMS needs
@@ -230,6 +238,7 @@ class InstallDriver(Action):
 
 @dataclass(frozen=True)
 class ReinstallTorch(Action):
+    """Reinstall torch from the index of the build the plan chose."""
     python: str
     version: str
     cuda: str
@@ -241,6 +250,7 @@ class ReinstallTorch(Action):
 
 @dataclass(frozen=True)
 class PipInstall(Action):
+    """Install requirements with pip (or their conda equivalents)."""
     python: str
     requirements: list[str]
     uninstall: list[str] = field(default_factory=list)  # removed first (tensorflow-cpu)
@@ -251,6 +261,7 @@ class PipInstall(Action):
 
 @dataclass(frozen=True)
 class HoldPackages(Action):
+    """Keep the package manager from upgrading these packages."""
     names: list[str]
 
 
@@ -263,6 +274,7 @@ class PinDriverBranch(Action):
 
 @dataclass(frozen=True)
 class Reboot(Action):
+    """Reboot, for a kernel module to load."""
     reason: str
     always: bool = False  # False: only when the step changed something
 
