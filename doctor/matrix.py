@@ -205,7 +205,8 @@ class Matrix:
         capability, architecture and segment only, with the table's source)."""
         rows = list(self.rows("gpus", "gpu"))
         for table in self.rows("gpus", "gpu_names"):
-            aliases = table.get("aliases") if isinstance(table.get("aliases"), dict) else {}
+            listed = table.get("aliases")
+            aliases: Row = listed if isinstance(listed, dict) else {}
             for name in table.get("names", []):
                 if not isinstance(name, str):
                     continue

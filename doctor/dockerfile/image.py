@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -187,9 +188,9 @@ def base_image(ref: str, line: int, matrix: Any) -> Base:
     m = re.fullmatch(r"(ubuntu|debian|rockylinux|almalinux|centos|fedora|python)", repo)
     if m:  # a base without CUDA: what its tag says of the OS is all there is
         os_m = re.match(r"(\d[\d.]*)", tag) if repo != "python" else None
+        py_m = re.match(r"(\d+\.\d+)", tag) if repo == "python" else None
         return Base(ref, line, os_id=repo if repo != "python" else None, os_version=os_m.group(1) if os_m else None,
-                    python=(re.match(r"(\d+\.\d+)", tag) or [None, None])[1] if repo == "python" else None,  # type: ignore[index]
-                    known=True, source=None)
+                    python=py_m.group(1) if py_m else None, known=True, source=None)
     return Base(ref, line)
 
 
@@ -415,9 +416,9 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
                                                                    ins.line, st.notes, shown=path)]
         for spec, upgrade in specs:
             if call.uninstall:
-                name = spec_name(spec)
-                if name:
-                    st.packages.pop(name, None)
+                dropped = spec_name(spec)
+                if dropped:
+                    st.packages.pop(dropped, None)
                 continue
             pkg = pip_package(spec, call, matrix, st.notes)
             if not pkg:
@@ -500,18 +501,20 @@ def _project_dependencies(spec: str, context: Path | None, line: int, notes: lis
         notes.append((line, f"pip install {shown}: the project being built; without its pyproject.toml in the build "
                       "context, what it installs is unknown"))
         return []
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     try:
         data = tomllib.loads(read_file(root / "pyproject.toml", MAX_BYTES)[0].decode("utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError):  # unreadable, not TOML, or nested too deeply to parse
         notes.append((line, f"pip install {shown}: its pyproject.toml cannot be read; what it installs is unknown"))
         return []
-    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    table = data.get("project")
+    project: dict[str, Any] = table if isinstance(table, dict) else {}
     deps = [d for d in project.get("dependencies", []) if isinstance(d, str)]
-    optional = project.get("optional-dependencies") if isinstance(project.get("optional-dependencies"), dict) else {}
+    extras_table = project.get("optional-dependencies")
+    optional: dict[str, Any] = extras_table if isinstance(extras_table, dict) else {}
     for extra in wanted:
         deps += [d for d in optional.get(extra, []) if isinstance(d, str)]
     if not deps and "dependencies" in project.get("dynamic", []):

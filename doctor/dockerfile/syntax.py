@@ -132,13 +132,14 @@ def _one(text: str, j: int, scope: dict[str, str], depth: int = 0) -> tuple[str,
             return (value if value is not None else text[j:end + 1]), end + 1
         word = rest[op.end():]
         colon = op.group(0).startswith(":")
-        is_set = value is not None and (value != "" or not colon)
+        # The value when the variable counts as set (with a colon, an empty value counts as unset).
+        set_value = value if value is not None and (value != "" or not colon) else None
         kind = op.group(0)[-1]
         if kind in "-=":
-            return (value if is_set else substitute(word, scope, depth + 1)), end + 1  # type: ignore[return-value]
+            return (set_value if set_value is not None else substitute(word, scope, depth + 1)), end + 1
         if kind == "+":
-            return (substitute(word, scope, depth + 1) if is_set else ""), end + 1
-        return (value if is_set else ""), end + 1  # ${X:?msg}: the build fails when unset
+            return (substitute(word, scope, depth + 1) if set_value is not None else ""), end + 1
+        return (set_value if set_value is not None else ""), end + 1  # ${X:?msg}: the build fails when unset
     m = _NAME.match(text, j + 1)
     if not m:
         return "$", j + 1

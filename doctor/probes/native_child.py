@@ -63,7 +63,7 @@ def probe_cuda(out: dict[str, Any]) -> None:
         count = ctypes.c_int(0)
         if lib.cuDeviceGetCount(ctypes.byref(count)) == 0:
             out["cuda_device_count"] = count.value
-            ccs = []
+            ccs: list[dict[str, Any] | None] = []
             for i in range(count.value):
                 dev = ctypes.c_int(0)
                 major, minor = ctypes.c_int(0), ctypes.c_int(0)

@@ -12,6 +12,7 @@ import contextlib
 import datetime as _dt
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -68,8 +69,9 @@ class DoctorApp(App[None]):
         Binding("r", "rerun", "Re-run", show=False),
         Binding("e", "export", "Export"),
     ]
-    # What the help screen says for each action (the footer has room for a word only).
-    HELP = {  # noqa: RUF012
+    # What the help screen says for each action (the footer has room for a word only). Not named HELP: that is
+    # Textual's class variable for a widget's Markdown help text.
+    ACTION_HELP: ClassVar[dict[str, str]] = {
         "quit": "quit",
         "help": "this help",
         "fix": "the selected finding's fix as a script: apt/dnf, pip, conda or its own steps (save, copy)",
@@ -331,7 +333,7 @@ class DoctorApp(App[None]):
                 continue
             keys = " ".join(b.key_display or k for k in b.key.split(","))
             rows.append((keys if "," not in b.key else b.key.replace(",", " ").replace("question_mark", "?"),
-                         self.HELP.get(b.action, b.description)))
+                         self.ACTION_HELP.get(b.action, b.description)))
         rows += [(b.key_display or b.key, f"fix view: {b.description.lower()}") for b in screens.FixScreen.BINDINGS
                  if isinstance(b, Binding)]
         rows.append(("ctrl+p", "command palette: every action by name"))

@@ -387,7 +387,8 @@ class ActivePanel(Vertical):
                 intro.append(f"{t.what}\n", style="dim")
         if unavailable:
             intro.append(f"{unavailable[0].upper()}{unavailable[1:]}.", style="italic")
-        self.query_one("#active-intro", Static).update(intro.rstrip() or intro)
+        intro.rstrip()  # in place
+        self.query_one("#active-intro", Static).update(intro)
         for b in ("#run-smoke", "#run-oom"):
             self.query_one(b, Button).disabled = bool(unavailable) or running is not None
         self.query_one("#cancel-active", Button).disabled = running is None
