@@ -148,7 +148,7 @@ def checked_python(host: Any, given: str) -> str:
     return given
 
 
-def collect_from_args(args: argparse.Namespace) -> Facts:
+def collect_from_args(args: argparse.Namespace) -> Any:
     from doctor import children
 
     children.prepare()  # the probes' commands follow: the reaper starts while they are imported

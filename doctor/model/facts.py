@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union, overload
 
 if TYPE_CHECKING:  # the active tests' facts are read only from a snapshot that has them (see _hints)
     from doctor.model.facts_active import ActiveFacts
@@ -272,7 +272,14 @@ def load_facts(text: str | bytes) -> Facts:
 T = TypeVar("T")
 
 
+@overload
+def _build(tp: type[T], value: Any) -> T: ...
+@overload
+def _build(tp: Any, value: Any) -> Any: ...
+
+
 def _build(tp: Any, value: Any) -> Any:
+    """``value`` (validated against the schema first) as type ``tp``: a class gives an instance of it."""
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -357,7 +364,8 @@ def generate_facts_schema() -> dict[str, Any]:
 
 @cache
 def facts_schema() -> dict[str, Any]:
-    return json.loads(resources.files("doctor").joinpath("schemas/facts-v1.json").read_text())
+    schema: dict[str, Any] = json.loads(resources.files("doctor").joinpath("schemas/facts-v1.json").read_text())
+    return schema
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
