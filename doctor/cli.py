@@ -179,9 +179,12 @@ def detach_from_terminal() -> None:
     """The terminal hung up: standard output and error go to /dev/null, so that nothing left to flush at exit
     fails (the interpreter would turn that into exit 120) and the exit status stays 128 + SIGHUP."""
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if stream is None:  # started without that stream (sys.__stdout__ is None then)
+            continue
         with contextlib.suppress(Exception):
+            fd = stream.fileno()  # before the open: a stream without a descriptor leaks no /dev/null one
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, stream.fileno())  # type: ignore[union-attr]
+            os.dup2(devnull, fd)
             os.close(devnull)
     with contextlib.suppress(Exception):
         sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives until exit

@@ -337,11 +337,10 @@ def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, s
             if into_dir and _a_file(src, context):  # COPY requirements.txt . → ./requirements.txt
                 dest = posixpath.join(dest, posixpath.basename(src))
             st.copied[dest] = src
-    elif ins.keyword == "COPY" and "--from=" in ins.args:
-        src = bounded(substitute(re.search(r"--from=(\S+)", ins.args).group(1), scope),  # type: ignore[union-attr]
-                      "COPY --from").lower()
+    elif ins.keyword == "COPY" and (from_ref := re.search(r"--from=(\S*)", ins.args)):
+        src = bounded(substitute(from_ref.group(1), scope), "COPY --from").lower()  # empty: no stage, nothing known
         other = stages[int(src)] if src.isdigit() and int(src) < len(stages) - 1 else next(
-            (s for s in stages[:-1] if s.name == src), None)
+            (s for s in stages[:-1] if src and s.name == src), None)
         paths = [w for w in exec_form(ins.args).split() if not w.startswith("--")][:-1]  # the sources
         if other and any(PYTHON_TREE.search(p) for p in paths):
             # that stage's Python packages come along; each keeps the line that installed it, where a fix goes

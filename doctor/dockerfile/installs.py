@@ -409,9 +409,8 @@ def pip_package(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, st
     if name in ("tensorflow", "tensorflow-gpu", "tf-nightly", "jax", "jaxlib", "tensorflow-cpu"):
         # Their CUDA build is decided by extras (tensorflow[and-cuda], jax[cuda12]); without them: unknown
         extras = re.search(r"\[([^\]]*)\]", spec)
-        cuda = None
-        if extras and re.search(r"cuda(\d+)", extras.group(1)):
-            cuda = re.search(r"cuda(\d+)", extras.group(1)).group(1)  # type: ignore[union-attr]
+        major = re.search(r"cuda(\d+)", extras.group(1)) if extras else None
+        cuda = major.group(1) if major else None
         cpu_only = True if name == "tensorflow-cpu" else (False if cuda or (extras and "and-cuda" in extras.group(1))
                                                          else None)
         return PyPackage(name=name, version=version, cuda=cuda, cpu_only=cpu_only)

@@ -170,7 +170,7 @@ def key_values(args: str) -> list[tuple[str, str]]:
     words = [w for kind, w in lex(args, shell=False) if kind == "w"]
     if words and "=" not in words[0]:
         return [(words[0], " ".join(words[1:]))]
-    return [tuple(w.split("=", 1)) if "=" in w else (w, "") for w in words]  # type: ignore[misc]
+    return [(k, v) for k, _, v in (w.partition("=") for w in words)]
 
 
 def lex(script: str, shell: bool = True) -> list[tuple[str, str]]:
