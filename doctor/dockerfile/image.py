@@ -631,7 +631,7 @@ def _image(path: str, st: Stage) -> Image:
         home = (st.env.get(var, ("", 0))[0] or "").rstrip("/")
         hit = [i for i, t in enumerate(toolkits) if home and (t.root.rstrip("/") == home or (
             home == "/usr/local/cuda" and len(toolkits) == 1))]  # the /usr/local/cuda link to the only toolkit
-        if hit and not toolkits[hit[0]].source.startswith("env:"):  # type: ignore[union-attr]
+        if hit and not (toolkits[hit[0]].source or "").startswith("env:"):
             toolkits[hit[0]] = replace(toolkits[hit[0]], source=f"env:{var}")
     drivers = [Package(name=n, version=v, manager=mgr) for n, (v, _l, mgr) in st.system.items()
                if n.startswith(("cuda-compat", "nvidia-driver", "libnvidia-compute", "nvidia-utils"))]

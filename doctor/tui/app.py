@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import enum
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -21,7 +22,7 @@ from textual.containers import Horizontal
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import DataTable, Footer, Log, TabbedContent, TabPane, Tabs, Tree
+from textual.widgets import DataTable, Footer, Log, Static, TabbedContent, TabPane, Tabs, Tree
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from doctor.model.facts import Facts
@@ -44,7 +45,11 @@ def now() -> _dt.datetime:
     return _dt.datetime.now()
 
 
-_ENGINE_RUNNER: object = object()  # sentinel: ask doctor.tui.active for the engine's runner
+class _Default(enum.Enum):
+    ENGINE_RUNNER = "engine"  # sentinel: ask doctor.tui.active for the engine's runner (None: no runner)
+
+
+_ENGINE_RUNNER = _Default.ENGINE_RUNNER
 
 
 class DoctorApp(App[None]):
@@ -89,7 +94,8 @@ class DoctorApp(App[None]):
         "export": "export the report (JSON, Markdown) or the facts",
     }
 
-    def __init__(self, sources: list[Source], *, index: int = 0, runner: object = _ENGINE_RUNNER,
+    def __init__(self, sources: list[Source], *, index: int = 0,
+                 runner: active.Runner | Literal[_Default.ENGINE_RUNNER] | None = _ENGINE_RUNNER,
                  gpu_sampler: Callable[[], GpuSample] | None = None, refresh_interval: float = 1.0,
                  diagnose_fn: Callable[[Facts], Report] = diagnose) -> None:
         super().__init__()
@@ -97,7 +103,7 @@ class DoctorApp(App[None]):
             raise ValueError("nothing to show: no source")
         self.sources = sources
         self.index = index
-        self.runner: active.Runner | None = active.engine_runner() if runner is _ENGINE_RUNNER else runner  # type: ignore[assignment]
+        self.runner: active.Runner | None = active.engine_runner() if runner is _ENGINE_RUNNER else runner
         self.gpu_sampler = gpu_sampler
         self.refresh_interval = refresh_interval
         self.diagnose_fn = diagnose_fn
@@ -228,7 +234,7 @@ class DoctorApp(App[None]):
         self.notify(f"{what} failed: {type(exc).__name__}: {exc}", title="gpu-doctor", severity="error",
                     timeout=10)
         if index == self.index and self.report is None:
-            self.query_one(FindingDetail).query_one("#detail-body").update(  # type: ignore[attr-defined]
+            self.query_one(FindingDetail).query_one("#detail-body", Static).update(
                 f"{what} failed: {exc}\nPress r to try again.")
 
     def _apply_report(self, index: int, report: Report, reload: bool = False) -> None:
@@ -353,13 +359,7 @@ class DoctorApp(App[None]):
         self.push_screen(screens.ExportDialog(), chosen)
 
     def write_file(self, path: str, text: str, executable: bool = False) -> Path | None:
-        try:
-            target = screens.write_text(path, text, executable)
-        except OSError as exc:
-            self.notify(f"Could not write {path}: {exc.strerror or exc}", severity="error", timeout=8)
-            return None
-        self.notify(f"Wrote {target} ({len(text)} bytes).")
-        return target
+        return screens.write_and_tell(self, path, text, executable)
 
     # --- snapshots (the demo's examples) ------------------------------------------------------------
 
@@ -497,8 +497,9 @@ class DoctorApp(App[None]):
             self.query_one(FindingsTree).refresh_active(self.results, self.unavailable)
             self.query_one(SummaryBar).show(self.source, model.with_active(self.report, self.results),
                                             self.position())
-        sev = {"ok": "information", "warn": "warning"}.get(outcome.status, "error")
-        self.notify(f"{test.title}: {active.result_line(test, outcome)}", severity=sev)  # type: ignore[arg-type]
+        sev: SeverityLevel = ("information" if outcome.status == "ok" else "warning" if outcome.status == "warn"
+                              else "error")
+        self.notify(f"{test.title}: {active.result_line(test, outcome)}", severity=sev)
 
     def action_cancel_active(self) -> None:
         if self.running_test is None:
