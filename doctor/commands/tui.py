@@ -121,11 +121,11 @@ def _fileno(stream: object) -> int | None:
     return fd if isinstance(fd, int) else None
 
 
-def _quietly(call: object, *args: object) -> None:
+def _quietly(call: Callable[..., object], *args: object) -> None:
     import contextlib
 
     with contextlib.suppress(Exception):
-        call(*args)  # type: ignore[operator]
+        call(*args)
 
 
 def run_app(app: Any) -> None:
