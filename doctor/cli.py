@@ -115,7 +115,7 @@ def _main(argv: list[str] | None) -> int:
     handlers = children.install_signal_handlers() if threading.current_thread() is threading.main_thread() else {}
     try:
         args = build_parser(only=name or "").parse_args(argv)
-        code = importlib.import_module(COMMANDS[args.command][0]).run(args.command, args)
+        code: int = importlib.import_module(COMMANDS[args.command][0]).run(args.command, args)
         children.raise_if_signalled()  # a signal whose exception Python dropped still ends as a signal
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
         return code

@@ -153,7 +153,10 @@ def base_image(ref: str, line: int, matrix: Any) -> Base:
     else:
         registry, repo = "docker.io", name
     repo = repo.removeprefix("library/")
-    rows = lambda table: matrix.rows("images", table) if matrix is not None else []  # noqa: E731
+
+    def rows(table: str) -> list[dict[str, Any]]:
+        return matrix.rows("images", table) if matrix is not None else []
+
     env = next(({k: str(v) for k, v in r.items() if k.isupper()} for r in rows("base_env")
                 if r.get("image") == repo), {})
     schemes = [r for r in rows("tag_scheme") if r.get("image") == repo]
@@ -178,12 +181,12 @@ def base_image(ref: str, line: int, matrix: Any) -> Base:
             return Base(ref, line, cuda=m.group(2), cudnn=cudnn, cudnn_present=True, flavour=m.group(4),
                         nvcc=bool(row.get("nvcc")), torch=m.group(1), known=True, source=row.get("source"))
     if registry == "nvcr.io" and repo == "nvidia/pytorch":
-        row = next((r for r in rows("ngc_pytorch") if r.get("tag") == tag), None)
-        if row:
-            return Base(ref, line, cuda=row.get("cuda"), cudnn=row.get("cudnn"), cudnn_present=bool(row.get("cudnn")),
-                        toolkit=True, os_id=row.get("os"),
-                        os_version=row.get("os_version"), python=row.get("python"), torch=row.get("torch"),
-                        known=True, source=row.get("source"))
+        ngc = next((r for r in rows("ngc_pytorch") if r.get("tag") == tag), None)
+        if ngc:
+            return Base(ref, line, cuda=ngc.get("cuda"), cudnn=ngc.get("cudnn"), cudnn_present=bool(ngc.get("cudnn")),
+                        toolkit=True, os_id=ngc.get("os"),
+                        os_version=ngc.get("os_version"), python=ngc.get("python"), torch=ngc.get("torch"),
+                        known=True, source=ngc.get("source"))
         return Base(ref, line)
     m = re.fullmatch(r"(ubuntu|debian|rockylinux|almalinux|centos|fedora|python)", repo)
     if m:  # a base without CUDA: what its tag says of the OS is all there is

@@ -13,7 +13,7 @@ import datetime as _dt
 import enum
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -510,7 +510,7 @@ class DoctorApp(App[None]):
 
     # --- command palette ----------------------------------------------------------------------------
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Re-run checks", "Diagnose again (probes this machine when live)", self.action_rerun)
         yield SystemCommand("Show fix script", "The selected finding's fix as a script: apt/dnf, pip, conda or bash",
