@@ -1,7 +1,6 @@
 """The whole `doctor` package type-checks, with the settings of pyproject.toml's [tool.mypy]: every function typed
-and its body checked, no Any returned where a type is declared, no bare generic, no call into untyped code, no stale
-or bare `type: ignore`; the pure core (model, beliefs, registry, checks, engine, pipeline) also without unreachable
-code.
+and its body checked, no Any returned where a type is declared, no bare generic, no call into untyped code, no code
+that cannot run (the parsers' guards against any input aside), no stale or bare `type: ignore`.
 
 One mypy run (about 20 s cold on two cores, a second or two with its cache in .cache/mypy) serves both tests."""
 
