@@ -22,26 +22,33 @@ from typing import Any
 from doctor import beliefs
 from doctor.beliefs import runtimes, windows_driver
 from doctor.matrix import Matrix, branch, driver_runs_cuda, major_minor, vtuple
-from doctor.model import intents as it
 from doctor.model.facts import Facts, PythonEnv
-from doctor.model.findings import Finding, Fix, FixStep
-from doctor.model.plan import (
+from doctor.model.findings import Finding
+from doctor.model.plan import FixPlan, PlanStep
+from doctor.model.remedy import (
+    INTENTS,
     Action,
+    AttachGpu,
     BlacklistNouveau,
-    FixPlan,
     HoldPackages,
     InstallContainerToolkit,
     InstallCudaCompat,
     InstallCudnn,
     InstallDriver,
+    InstallDriverBranch,
     InstallToolkit,
+    Intent,
     LoadModule,
     Manual,
+    OnlyIfWanted,
+    PinDriverBranch,
     PipInstall,
-    PlanStep,
     Reboot,
     RebuildDkms,
+    ReinstallFramework,
     ReinstallTorch,
+    ReloadDriver,
+    UnsetEnvVar,
 )
 from doctor.platforms import infer as _infer_platform
 from doctor.platforms import kernel_headers_packaged, tegra_board
@@ -116,15 +123,15 @@ class _Planner:
             verify=list(dict.fromkeys([*st.verify, *_verify(who)[2:]])) if st.verify else _verify(who),
             findings=sorted({*st.findings, *(n for n, _f in who)}))
 
-    def feasible(self, intent: it.Intent) -> bool:
-        if self.opts.python_only and not intent.python_only and not isinstance(intent, (it.UnsetEnvVar, it.Manual)):
+    def feasible(self, intent: Intent) -> bool:
+        if self.opts.python_only and not intent.python_only and not isinstance(intent, (UnsetEnvVar, Manual)):
             return False
         # A container uses its host's kernel driver: nothing installed inside it changes the driver.
-        return not (isinstance(intent, it.InstallDriverBranch) and self.facts.host.container)
+        return not (isinstance(intent, InstallDriverBranch) and self.facts.host.container)
 
     # -- the plan ----------------------------------------------------------------------------------------
     def build(self) -> FixPlan:
-        chosen: list[tuple[int, Finding, it.Intent]] = []
+        chosen: list[tuple[int, Finding, Intent]] = []
         unplanned: list[tuple[int, Finding]] = []
         for n, f in self.bad:
             # Kinds are alternatives, in the order the check gave them; every intent of the chosen kind is done.
@@ -134,17 +141,17 @@ class _Planner:
                 unplanned.append((n, f))
                 continue
             chosen += [(n, f, i) for i in f.intents if type(i) is kind]
-        by = {kind: [(n, f, i) for n, f, i in chosen if isinstance(i, kind)] for kind in it.INTENTS}
-        self._driver(by[it.InstallDriverBranch])
-        for n, f, i in by[it.InstallCudaCompat]:
-            if isinstance(i, it.InstallCudaCompat):  # always: grouped by kind above
+        by = {kind: [(n, f, i) for n, f, i in chosen if isinstance(i, kind)] for kind in INTENTS}
+        self._driver(by[InstallDriverBranch])
+        for n, f, i in by[InstallCudaCompat]:
+            if isinstance(i, InstallCudaCompat):  # always: grouped by kind above
                 self._compat_step(i.package, i.cuda, [(n, f)])
         self._simple(by)
-        self._module(by[it.LoadModule])
-        self._frameworks(by[it.ReinstallFramework])
+        self._module(by[LoadModule])
+        self._frameworks(by[ReinstallFramework])
         for n, f in unplanned:
             self._unplanned(n, f)
-        self._blocker(by[it.AttachGpu])
+        self._blocker(by[AttachGpu])
         d = self.facts.driver
         env = _framework_env(self.facts)
         steps = sorted(self.steps.values(), key=_order)
@@ -181,22 +188,22 @@ class _Planner:
                                 f"{f.title} — run `gpu-doctor fix` for it")
             return
         extra = None
-        if any(isinstance(i, it.InstallDriverBranch) for i in system) and self.facts.host.container:
-            need = max((i.minimum or i.recommended for i in f.intents if isinstance(i, it.InstallDriverBranch)
+        if any(isinstance(i, InstallDriverBranch) for i in system) and self.facts.host.container:
+            need = max((i.minimum or i.recommended for i in f.intents if isinstance(i, InstallDriverBranch)
                         and (i.minimum or i.recommended)), key=vtuple, default=None)
             extra = (f"The driver is the container host's: upgrade it there (to ≥ {need or 'the version named'}); "
                      "nothing installed inside the container changes it.")
         self.add(_manual_step(f"manual-{f.code}", [(n, f)], extra))
 
     # -- the driver: every need at once --------------------------------------------------------------
-    def _driver(self, wants: list[tuple[int, Finding, it.Intent]]) -> None:
+    def _driver(self, wants: list[tuple[int, Finding, Intent]]) -> None:
         opts, facts, m = self.opts, self.facts, self.m
         if not wants and not (opts.target_driver and not opts.python_only):
             return
         # "Move to a supported branch" alone stays a person's decision; a driver step planned for another need
         # installs a supported branch and so resolves it too.
-        lifecycle = [(n, f) for n, f, i in wants if isinstance(i, it.InstallDriverBranch) and i.supported]
-        wants = [(n, f, i) for n, f, i in wants if not (isinstance(i, it.InstallDriverBranch) and i.supported)]
+        lifecycle = [(n, f) for n, f, i in wants if isinstance(i, InstallDriverBranch) and i.supported]
+        wants = [(n, f, i) for n, f, i in wants if not (isinstance(i, InstallDriverBranch) and i.supported)]
         if not wants and not opts.target_driver:
             for n, f in lifecycle:
                 self._unplanned(n, f)
@@ -208,7 +215,7 @@ class _Planner:
                                   "(Jetson Linux / L4T), not from a desktop driver branch: upgrade JetPack to a "
                                   "release whose CUDA is new enough (NVIDIA's JetPack release notes name it)."))
             return
-        needs = [i for _n, _f, i in wants if isinstance(i, it.InstallDriverBranch)]
+        needs = [i for _n, _f, i in wants if isinstance(i, InstallDriverBranch)]
         needs += self._implicit_driver_needs(needs)
         if not opts.target_driver and needs and all(i.cuda for i in needs):
             pkg = self._forward_compat([i.cuda for i in needs if i.cuda])
@@ -286,8 +293,8 @@ class _Planner:
         except ValueError:
             return _dt.date.today()
 
-    def _supported_branch(self, need: int, last: int | None, last_gpu: int | None, row: dict | None,
-                          arch: dict | None) -> int:
+    def _supported_branch(self, need: int, last: int | None, last_gpu: int | None, row: dict[str, Any] | None,
+                          arch: dict[str, Any] | None) -> int:
         """The branch to install for a need of ``need``: the lowest long-term branch NVIDIA still supports at or
         above it (then production, then new-feature), capped by the GPU's last branch; an ended branch only when
         it is the last one that drives the GPU (said in a note)."""
@@ -306,7 +313,8 @@ class _Planner:
         self._warn_if_ended(need, last_gpu, row, arch)
         return need
 
-    def _warn_if_ended(self, target: int, last_gpu: int | None, row: dict | None, arch: dict | None) -> None:
+    def _warn_if_ended(self, target: int, last_gpu: int | None, row: dict[str, Any] | None,
+                       arch: dict[str, Any] | None) -> None:
         if not self.m.branch_ended(target, self._today()):
             return
         name = (row or {}).get("name") or (arch or {}).get("name", "this GPU")
@@ -317,7 +325,7 @@ class _Planner:
         else:
             self.notes.append(f"Driver branch R{target} is past NVIDIA's end of life (no more security fixes).")
 
-    def _implicit_driver_needs(self, asked: list[it.InstallDriverBranch]) -> list[it.InstallDriverBranch]:
+    def _implicit_driver_needs(self, asked: list[InstallDriverBranch]) -> list[InstallDriverBranch]:
         """What a new driver must also satisfy beyond what the findings asked: every CUDA runtime here that the
         installed driver does not run, and every GPU's first driver (a driver installed from nothing)."""
         facts, m = self.facts, self.m
@@ -330,13 +338,13 @@ class _Planner:
             if installed is None or not driver_runs_cuda(m, installed, cuda).ok:
                 native = (m.min_driver(cuda) or {}).get("linux_min_driver")
                 if native:
-                    out.append(it.InstallDriverBranch(minimum=driver_floor(m, cuda) or native, recommended=native,
+                    out.append(InstallDriverBranch(minimum=driver_floor(m, cuda) or native, recommended=native,
                                                       cuda=cuda, who=f"{who} (CUDA {major_minor(cuda)})"))
         for g in facts.gpus:
             _row, arch = m.gpu_for_facts(g.name, g.compute_capability)
             first = m.first_driver(arch, _cc(g, m))
             if first and (installed is None or vtuple(installed) < vtuple(first)):
-                out.append(it.InstallDriverBranch(minimum=first, recommended=first, who=f"a {arch['name']} GPU",  # type: ignore[index]
+                out.append(InstallDriverBranch(minimum=first, recommended=first, who=f"a {arch['name']} GPU",  # type: ignore[index]
                                                   gpu=g.name))
         return out
 
@@ -371,20 +379,20 @@ class _Planner:
     # -- one step per intent kind --------------------------------------------------------------------------
     def _simple(self, by: dict[type, list[tuple[int, Finding, Any]]]) -> None:
         facts, m = self.facts, self.m
-        for n, f, _i in by[it.BlacklistNouveau]:
+        for n, f, _i in by[BlacklistNouveau]:
             self.add(PlanStep("nouveau", [f.code], "nouveau holds the GPU at boot, so the nvidia module cannot bind: "
                               "blacklist it in the initramfs",
                               [BlacklistNouveau(), Reboot("nouveau leaves only at the next boot")],
                               _verify([(n, f)]), risk="reboot", findings=[n]))
-        for n, f, i in by[it.RebuildDkms]:
-            actions: list[Action] = [RebuildDkms(i.kernel, self._headers(i.kernel))]
+        for n, f, i in by[RebuildDkms]:
+            actions: list[Action] = [dataclasses.replace(i, headers=self._headers(i.kernel))]
             self.add(PlanStep("dkms", [f.code], f"No nvidia module is built for kernel {i.kernel}: install its "
                               "headers and rebuild with DKMS", actions, _verify([(n, f)]), findings=[n]))
             if i.load:
                 st = self.steps["dkms"]
                 if not any(isinstance(a, LoadModule) for a in st.actions):
                     self.steps["dkms"] = dataclasses.replace(st, actions=[*st.actions, LoadModule("nvidia")])
-        for n, f, i in by[it.ReloadDriver]:
+        for n, f, i in by[ReloadDriver]:
             d = facts.driver
             held = sorted(p.name for p in d.packages if p.manager in ("dpkg", "rpm"))
             acts: list[Action] = [Reboot(f"the loaded module {i.kernel_module or '?'} is older than the user-space "
@@ -397,7 +405,7 @@ class _Planner:
             self.add(PlanStep("mismatch", [f.code], "The driver packages were upgraded under a running module: hold "
                               "them so unattended upgrades cannot do it again, and reboot to load the matching module",
                               acts, _verify([(n, f)]), risk="reboot", findings=[n]))
-        toolkits = by[it.InstallToolkit]
+        toolkits = by[InstallToolkit]
         cuda = self.opts.target_cuda if not self.opts.python_only else None
         for _n, _f, i in toolkits:
             cuda = cuda or i.cuda
@@ -416,29 +424,29 @@ class _Planner:
         elif toolkits:
             for n, f, _i in toolkits:
                 self._unplanned(n, f)
-        for n, f, i in by[it.InstallCudnn]:
+        for n, f, i in by[InstallCudnn]:
             cmaj = i.cuda_major or _system_cuda_major(facts)
             if not cmaj:
                 self._unplanned(n, f)
                 continue
             self.add(PlanStep("cudnn", [f.code], f"Install cuDNN {i.version} built for CUDA {cmaj} from NVIDIA's "
                               "CUDA repository (also published as NVIDIA's redistributable archive)",
-                              [InstallCudnn(i.version, cmaj)], _verify([(n, f)]), findings=[n]))
-        for n, f, i in by[it.InstallContainerToolkit]:
+                              [dataclasses.replace(i, cuda_major=cmaj)], _verify([(n, f)]), findings=[n]))
+        for n, f, i in by[InstallContainerToolkit]:
             self.add(PlanStep("container", [f.code], f"Let {i.engine} containers use the GPU: install and configure "
-                              "the NVIDIA container toolkit", [InstallContainerToolkit(i.engine, i.install)],
+                              "the NVIDIA container toolkit", [i],
                               _verify([(n, f)]), risk="restart", findings=[n]))
-        for n, f, i in by[it.UnsetEnvVar]:
+        for n, f, i in by[UnsetEnvVar]:
             self.add(PlanStep(f"env:{i.name}", [f.code], f"Unset {i.name}" + (f": {i.reason}" if i.reason else ""),
                               [Manual(f"Remove {i.name} from the environment where it is set (shell profile, "
                                       "job script, container spec); for this shell:", [f"unset {i.name}"])],
                               _verify([(n, f)]), root=False, findings=[n]))
-        for _n, _f, i in by[it.OnlyIfWanted]:
+        for _n, _f, i in by[OnlyIfWanted]:
             if i.text not in self.notes:
                 self.notes.append(i.text)
-        for n, f, i in by[it.Manual]:
+        for n, f, i in by[Manual]:
             self.add(PlanStep(f"manual-{f.code}", [f.code], f"Needs a person: {f.title}",
-                              [Manual(i.text, list(i.commands))], _verify([(n, f)]), root=False, findings=[n]))
+                              [i], _verify([(n, f)]), root=False, findings=[n]))
 
     def _module(self, wants: list[tuple[int, Finding, Any]]) -> None:
         if not wants:
@@ -456,8 +464,8 @@ class _Planner:
     # -- Python frameworks -------------------------------------------------------------------------------
     def _frameworks(self, wants: list[tuple[int, Finding, Any]]) -> None:
         facts, opts = self.facts, self.opts
-        torch: dict[str, list[tuple[int, Finding, it.ReinstallFramework]]] = {}
-        other: dict[tuple[str, str], list[tuple[int, Finding, it.ReinstallFramework]]] = {}
+        torch: dict[str, list[tuple[int, Finding, ReinstallFramework]]] = {}
+        other: dict[tuple[str, str], list[tuple[int, Finding, ReinstallFramework]]] = {}
         for n, f, i in wants:
             if i.reason == "driver" and ("driver" in self.steps or "compat" in self.steps):
                 self.claim("driver" if "driver" in self.steps else "compat", [(n, f)])
@@ -476,7 +484,7 @@ class _Planner:
         for (family, exe), items in other.items():
             self._tf_or_jax(family, exe, items)
 
-    def _torch(self, exe: str, items: list[tuple[int, Finding, it.ReinstallFramework]]) -> None:
+    def _torch(self, exe: str, items: list[tuple[int, Finding, ReinstallFramework]]) -> None:
         facts, m, opts = self.facts, self.m, self.opts
         env = next((e for e in facts.python_envs if e.executable == exe), None)
         pkg = next((p for p in (env.packages if env else []) if p.name == "torch"), None)
@@ -488,7 +496,7 @@ class _Planner:
         blocker = self._gpu_driver_blocker(needs.driver)
         if blocker and "driver" not in self.steps and not opts.python_only and not facts.host.container:
             # No build runs until the GPU has a driver that drives it: plan that driver too, then pick for it.
-            self._driver([(n, f, it.InstallDriverBranch()) for n, f, _i in items])
+            self._driver([(n, f, InstallDriverBranch()) for n, f, _i in items])
             needs = self.torch_needs(env, want=opts.want, prefer=keep)
             blocker = self._gpu_driver_blocker(needs.driver)
         after_driver = False
@@ -577,7 +585,7 @@ class _Planner:
                           forward_compat=not self.opts.python_only, compat_packages=compat,
                           windows_driver=_windows_driver(facts), driver_cuda=level)
 
-    def _tf_or_jax(self, family: str, exe: str, items: list[tuple[int, Finding, it.ReinstallFramework]]) -> None:
+    def _tf_or_jax(self, family: str, exe: str, items: list[tuple[int, Finding, ReinstallFramework]]) -> None:
         facts, m = self.facts, self.m
         env = next((e for e in facts.python_envs if e.executable == exe), None)
         who = [(n, f) for n, f, _i in items]
@@ -649,78 +657,6 @@ def platform(facts: Facts, m: Matrix) -> str:
     return _infer_platform(facts, m)
 
 
-def fix_for(plan: FixPlan, index: int) -> Fix | None:
-    """The fix shown under finding number ``index``: the plan's own steps for it, in the plan's order."""
-    steps = [s for s in plan.steps if index in s.findings]
-    if not steps:
-        return None
-    parts: list[str] = []
-    commands: list[FixStep] = []
-    system = False
-    for s in steps:
-        manual = [a for a in s.actions if isinstance(a, Manual)]
-        if all(isinstance(a, Manual) for a in s.actions):
-            parts.append(" ".join(a.text for a in manual))
-            continue
-        short = [f"pip install torch=={a.version} {' '.join(a.companions)} --index-url {a.index_url}".replace("  ", " ")
-                 for a in s.actions if isinstance(a, ReinstallTorch)]
-        short += [f"pip install {' '.join(a.requirements)}" for a in s.actions if isinstance(a, PipInstall)]
-        parts.append(s.why + (": " + "; ".join(f"`{c}`" for c in short) if short else ""))
-        for a in s.actions:
-            if isinstance(a, ReinstallTorch):
-                if a.replace_cpu:
-                    commands.append(FixStep([a.python, "-m", "pip", "uninstall", "-y", "torch"],
-                                            note="a CPU-only build counts as 'already satisfied'"))
-                commands.append(FixStep([a.python, "-m", "pip", "install", f"torch=={a.version}", *a.companions,
-                                         "--index-url", a.index_url]))
-            elif isinstance(a, PipInstall):
-                commands.append(FixStep([a.python, "-m", "pip", "install", *a.requirements]))
-            elif not isinstance(a, (Manual, Reboot)):
-                system = True
-    summary = ". ".join(p.rstrip(".") for p in parts if p) + "."
-    if system:
-        summary += " (`gpu-doctor fix` writes the commands for this distribution.)"
-    return Fix(summary=summary, steps=commands)
-
-
-# Intents the planner carries out as given (it chooses no version, package or branch for them): when the plan's
-# step for a finding starts with that very action, the check's own wording of it — with the commands a person
-# types — says the same thing as the plan and stays.
-_VERBATIM: dict[type, tuple[type, ...]] = {
-    it.BlacklistNouveau: (BlacklistNouveau,), it.LoadModule: (LoadModule,), it.RebuildDkms: (RebuildDkms,),
-    it.ReloadDriver: (HoldPackages, Reboot), it.InstallContainerToolkit: (InstallContainerToolkit,),
-    it.UnsetEnvVar: (Manual,), it.AttachGpu: (Manual,),
-}
-
-
-def with_plan_fixes(findings: list[Finding], plan: FixPlan, python_plan: FixPlan | None = None) -> list[Finding]:
-    """Findings whose fix is the plan's: a finding with intents shows the step the plan made of them, and, when
-    the plan changes the system but the finding also named a route inside the Python environment, that route from
-    ``python_plan`` (the plan of `fix --format pip`)."""
-    out = []
-    for n, f in enumerate(findings):
-        if not f.intents or f.severity not in ("fail", "warn"):
-            out.append(f)
-            continue
-        steps = [s for s in plan.steps if n in s.findings]
-        if f.fix and len(steps) == 1 and steps[0].actions and any(
-                isinstance(steps[0].actions[0], _VERBATIM.get(type(i), ())) for i in f.intents):
-            out.append(f)
-            continue
-        fix = fix_for(plan, n)
-        if fix and f.fix and all(isinstance(a, Manual) for s in steps for a in s.actions):
-            fix = dataclasses.replace(fix, steps=f.fix.steps)  # left to a person: the check's commands stay
-        py = [s for s in (python_plan.steps if python_plan else []) if n in s.findings]
-        if fix and py and not all(s.python_only for s in steps) and all(
-                s.python_only and not all(isinstance(a, Manual) for a in s.actions) for s in py):
-            alt = fix_for(python_plan, n)  # type: ignore[arg-type]
-            if alt:
-                fix = Fix(summary=f"{fix.summary} Or, inside the Python environment alone: {alt.summary}",
-                          steps=[*fix.steps, *alt.steps])
-        out.append(dataclasses.replace(f, fix=fix) if fix else f)
-    return out
-
-
 def _constraints(actions: list[Action], m: Matrix) -> list[str]:
     """Pins for the nvidia-* wheels the frameworks the plan installs pull in, from the reviewed matrix rows (the
     cuDNN of a torch variant in compat/pytorch.toml, ``and_cuda`` of compat/tensorflow.toml, JAX's pins)."""
@@ -744,6 +680,22 @@ def _constraints(actions: list[Action], m: Matrix) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
+def pin_plan(facts: Facts, manager: str) -> FixPlan:
+    """Keep the driver where it is (`gpu-doctor pin`): hold its packages of ``manager`` (dpkg or rpm; a package
+    whose manager is unknown too) and pin the package manager to its branch."""
+    held = [p.name for p in facts.driver.packages if p.manager in (manager, None)]
+    drv = _driver(facts)
+    actions: list[Action] = []
+    if held:
+        actions.append(HoldPackages(held))
+    if branch(drv):
+        actions.append(PinDriverBranch(int(branch(drv) or 0)))
+    steps = [PlanStep("pin", ["pin"], f"Keep the driver {drv or '?'} and its packages where they are", actions,
+                      ["gpu-doctor", "pin", "--check", "THIS_FILE"])] if actions else []
+    h = facts.host
+    return FixPlan(h.os_id, h.os_version, h.os_pretty, h.arch, steps)
+
+
 def _check_options(m: Matrix, opts: Options) -> None:
     if opts.target_driver and (not vtuple(opts.target_driver) or vtuple(opts.target_driver)[0] < 100):
         raise PlanError(f"--target-driver {opts.target_driver!r}: not an NVIDIA driver branch (e.g. 550)")
@@ -762,7 +714,7 @@ def _driver(facts: Facts) -> str | None:
     return beliefs.driver_version(facts)
 
 
-def _gpu(facts: Facts, m: Matrix) -> tuple[dict | None, dict | None]:
+def _gpu(facts: Facts, m: Matrix) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     for g in facts.gpus:
         row, arch = m.gpu_for_facts(g.name, g.compute_capability)
         if row or arch:

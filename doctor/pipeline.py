@@ -109,8 +109,9 @@ def planned(report: Report, matrix: Any) -> Report:
 def planned_fixes(facts: Facts, findings: list[Finding], matrix: Any) -> list[Finding]:
     if not any(f.intents for f in findings):
         return findings
-    from doctor.fixplan import Options, build_plan, with_plan_fixes
+    from doctor.fixplan import Options, build_plan
     from doctor.matrix import Matrix
+    from doctor.render.fixline import with_plan_fixes
 
     if not isinstance(matrix, Matrix):
         return findings
@@ -123,12 +124,25 @@ def planned_fixes(facts: Facts, findings: list[Finding], matrix: Any) -> list[Fi
         return findings
 
 
-def plan(facts: Facts, findings: list[Finding], matrix: Matrix, options: Options | None = None) -> FixPlan:
-    """The one fix plan for these findings (`fix`, `pin`, the TUI's fix view); :class:`PlanError` when the
-    options cannot be met."""
-    from doctor.fixplan import build_plan
+def plan(facts: Facts, findings: list[Finding], matrix: Matrix | None = None, options: Options | None = None,
+         python_only: bool = False) -> FixPlan:
+    """The one fix plan for these findings (`fix`, `pin`, the TUI's fix view), with the current matrix when none
+    is given; ``python_only``: only what the Python environment can do (when no ``options`` say it).
+    :class:`PlanError` when the options cannot be met."""
+    from doctor.fixplan import Options, build_plan
 
-    return build_plan(facts, findings, matrix, options)
+    if matrix is None:
+        from doctor.matrix import current
+
+        matrix = current()
+    return build_plan(facts, findings, matrix, options or Options(python_only=python_only))
+
+
+def pin_plan(facts: Facts, manager: str) -> FixPlan:
+    """`pin`'s plan: hold this machine's driver packages (of ``manager``, dpkg or rpm) and keep its branch."""
+    from doctor.fixplan import pin_plan as plan_pins
+
+    return plan_pins(facts, manager)
 
 
 def judge_outcome(outcome: Outcome, matrix: Matrix | None = None) -> Outcome:
@@ -241,13 +255,18 @@ class Format(NamedTuple):
     """One output format of a report: ``render(report, verbose, strict, **options)`` gives its text; ``write``,
     when set, writes it to a path itself (else the text is written by :func:`doctor.render.files.write_output`).
     ``options`` are what a renderer cannot read from the report: ``elapsed`` (seconds the check took, JUnit's
-    ``time``), ``workspace`` (the GitHub Actions checkout, for annotation paths), ``colour`` (text: None decides by
-    standard output, False in a file); a renderer ignores the rest."""
+    ``time``), ``workspace`` (the GitHub Actions checkout, for annotation paths), ``title`` (Markdown: the report's
+    name), ``colour`` (text: None decides by standard output, False in a file); a renderer ignores the rest."""
 
     name: str
     about: str
     render: Callable[..., str]
     write: Callable[[Report, str], None] | None = None
+    file_name: str = ""  # what an export saves it as (the TUI); empty: report.NAME
+
+    @property
+    def default_file(self) -> str:
+        return self.file_name or f"report.{self.name}"
 
 
 def _text(report: Report, verbose: bool, strict: bool, colour: bool | None = None, **_: Any) -> str:
@@ -266,10 +285,10 @@ def _junit(report: Report, verbose: bool, strict: bool, elapsed: float | None = 
     return render(report, strict=strict, elapsed=elapsed)
 
 
-def _markdown(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
+def _markdown(report: Report, verbose: bool, strict: bool, title: str = "", **_: Any) -> str:
     from doctor.render.markdown import render
 
-    return render(report)
+    return render(report, title)
 
 
 def _github(report: Report, verbose: bool, strict: bool, workspace: str | None = None, **_: Any) -> str:
@@ -296,14 +315,15 @@ def _nfd(report: Report, verbose: bool, strict: bool, **_: Any) -> str:
     return render(report)
 
 
-# The one renderer registry, in the order `--format` lists them. A new format is one renderer and one line here.
+# The one renderer registry, in the order `--format` lists them. A new format is one renderer and one line here:
+# `check --format` offers it, and so does the TUI's export (tests/test_formats.py proves both).
 FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("text", "for people", _text),
+    Format("text", "for people", _text, file_name="report.txt"),
     Format("json", "schema gpu-doctor.report/v1", _json),
-    Format("junit", "each check a test case, for CI", _junit),
-    Format("markdown", "for an issue; facts in a collapsible block", _markdown),
-    Format("github", "GitHub Actions annotations", _github),
-    Format("prometheus", "metrics gpu_doctor_*", _prometheus, _prometheus_write),
+    Format("junit", "each check a test case, for CI", _junit, file_name="report.junit.xml"),
+    Format("markdown", "for an issue or a ticket; facts in a collapsible block", _markdown, file_name="report.md"),
+    Format("github", "GitHub Actions annotations", _github, file_name="report.github.txt"),
+    Format("prometheus", "metrics gpu_doctor_*", _prometheus, _prometheus_write, file_name="report.prom"),
     Format("nfd", "Node Feature Discovery labels", _nfd),
 )}
 

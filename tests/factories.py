@@ -103,3 +103,19 @@ SUPPORTED_DRIVER: dict[str, Any] = dict(
 def supported_facts(**overrides: Any) -> Facts:
     """make_facts() on a supported driver branch (R580): nothing to report."""
     return make_facts(**{**SUPPORTED_DRIVER, **overrides})
+
+
+# Shapes the examples of docs/checks.md use (each check's DOC_EXAMPLES, in its tests/test_checks_*.py).
+RTX5090 = replace(H100, name="NVIDIA GeForce RTX 5090", compute_capability="12.0")
+TF_GPU_ENV = PythonEnv(executable="/venv/bin/python", version="3.11.9", origin="VIRTUAL_ENV",
+                       packages=[PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=False)])
+
+
+def toolkits_of(version: str) -> list[Toolkit]:
+    """One toolkit on PATH at /usr/local/cuda-X.Y."""
+    return [Toolkit(root=f"/usr/local/cuda-{version[:4]}", version=version, nvcc_version=version, source="path")]
+
+
+def venv_with(*pkgs: PyPackage) -> list[PythonEnv]:
+    """One virtual environment with these packages."""
+    return [PythonEnv(executable="/venv/bin/python", version="3.11.9", origin="VIRTUAL_ENV", packages=list(pkgs))]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import run_check
-from factories import H100, make_facts
+from factories import H100, make_facts, toolkits_of, venv_with
 
 from doctor.matrix import bundled, driver_runs_cuda
 from doctor.model.facts import Cudnn, DeepResult, Gpu, LibRef, Package, PyPackage, PythonEnv, Toolkit
@@ -677,3 +677,40 @@ def test_non_default_variants_have_their_build_script_arch_lists(version: str, c
     var = bundled().torch_variant(version, cuda)
     assert var is not None and arch in var["arch_list"]
     assert "pytorch/builder/blob/release/" in var["arch_list_source"]
+
+
+# The example docs/checks.md shows for each check of doctor/checks/compat.py (scripts/gen_checks_doc.py reads it).
+DOC_EXAMPLES = {
+    "driver.too_old_for_cuda_runtime": ("a CUDA 13.0 toolkit on driver 535", make_facts(
+        driver__kernel_module="535.104.05", driver__userspace="535.104.05", toolkits=toolkits_of("13.0.0"),
+        gpus=[Gpu(**{**H100.__dict__, "name": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"})])),
+    "driver.too_old_for_gpu": ("an RTX 5090 on R550", make_facts(
+        driver__kernel_module="550.120", driver__userspace="550.120", gpus=[RTX5090])),
+    "driver.gpu_unsupported_by_driver": ("a Tesla K80 on R535", make_facts(
+        gpus=[replace(H100, name="Tesla K80", compute_capability="3.7")], driver__kernel_module="535.104.05",
+        driver__userspace="535.104.05")),
+    "framework.arch_unsupported": ("torch 2.5.1 (cu124) on an RTX 5090", make_facts(
+        driver__kernel_module="570.133.07", driver__userspace="570.133.07", gpus=[RTX5090],
+        python_envs=venv_with(PyPackage("torch", "2.5.1", cuda="12.4", cpu_only=False)))),
+    "framework.cuda_newer_than_driver": ("torch cu121 on driver 470 with a GeForce card", make_facts(
+        driver__kernel_module="470.223.02", driver__userspace="470.223.02",
+        gpus=[replace(H100, name="NVIDIA GeForce RTX 3090", compute_capability="8.6")],
+        python_envs=venv_with(PyPackage("torch", "2.5.1+cu121", cuda="12.1", cpu_only=False)))),
+    "framework.nvcc_mismatch_for_extensions": ("nvcc 11.8 and torch cu121", make_facts(
+        loader__nvcc_on_path=LibRef("/usr/local/cuda-11.8/bin/nvcc", "11.8.89"),
+        python_envs=venv_with(PyPackage("torch", "2.3.1", cuda="12.1", cpu_only=False)))),
+    "framework.libs_shadowed": ("a CUDA 11.8 cuDNN first on LD_LIBRARY_PATH", make_facts(
+        env__LD_LIBRARY_PATH="/usr/local/cuda-11.8/lib64",
+        loader__libcudnn=LibRef("/usr/local/cuda-11.8/lib64/libcudnn.so.8", "8.9.7"))),
+    "cudnn.cuda_mismatch": ("a cuDNN 8.2 header beside CUDA 12.4", make_facts(
+        cudnn=[Cudnn("8.2.1", "/usr/include/cudnn_version.h", "header")])),
+    "cudnn.version_mismatch": ("TensorFlow 2.15 (cuDNN 8) with the cuDNN 9 wheel", make_facts(
+        python_envs=venv_with(PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=False),
+                         PyPackage("nvidia-cudnn-cu12", "9.1.0.70", cudnn="9.1.0.70")))),
+    "toolkit.gpu_arch_unsupported": ("CUDA 13.0 for a GeForce GTX 1080", make_facts(
+        toolkits=toolkits_of("13.0.0"),
+        gpus=[replace(H100, name="NVIDIA GeForce GTX 1080", compute_capability="6.1")])),
+    "toolkit.host_compiler_unsupported": ("gcc 14 with CUDA 12.4", make_facts(host__gcc="14.2.0")),
+    "image.min_host_driver": ("`check --static` on an image with torch cu124 and CUDA 12.4 (static only)", make_facts(
+        gpus=[], toolkits=toolkits_of("12.4.1"))),
+}

@@ -8,7 +8,7 @@ import pytest
 from conftest import commands, only, outcome
 from factories import H100, make_facts
 
-from doctor.model.facts import Package
+from doctor.model.facts import LibRef, Package
 
 NO_DRIVER = {
     "driver__userspace": None,
@@ -367,3 +367,34 @@ def test_secureboot_not_applicable_inside_a_container() -> None:
     result, _ = outcome(make_facts(host__container="podman", driver__secure_boot=True),
                         "secureboot.blocks_module")
     assert result.status == "not_applicable"
+
+
+# The example docs/checks.md shows for each check of doctor/checks/driver.py (scripts/gen_checks_doc.py reads it).
+DOC_EXAMPLES = {
+    "driver.missing": ("a GPU on the PCI bus, no driver", make_facts(
+        driver__userspace=None, driver__kernel_module=None, driver__packages=[], driver__cuda_driver_api=None,
+        driver__module_loaded=False, loader__libcuda=None,
+        gpus=[replace(H100, name=None, uuid=None, source="pci", pci_bus_id="0000:3b:00.0")])),
+    "driver.not_loaded": ("Debian's 535 user space, no module, no GPU on the bus", make_facts(
+        driver__userspace="535.309.01", driver__kernel_module=None, driver__module_loaded=False,
+        driver__nvml_error="Driver Not Loaded",
+        driver__cuda_init_error="CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected",
+        host__pci_nvidia_gpus=0, gpus=[])),
+    "driver.module_userspace_mismatch": ("an upgrade without a reboot", make_facts(
+        driver__kernel_module="535.104.05", driver__userspace="535.129.03",
+        driver__nvml_error="Driver/library version mismatch",
+        driver__packages=[Package("nvidia-driver-535", "535.129.03-0ubuntu1", "dpkg")])),
+    "driver.module_missing_for_kernel": ("a kernel update the DKMS build missed", make_facts(
+        driver__next_boot_kernel="5.15.0-107-generic", driver__module_for_next_boot_kernel=False)),
+    "nouveau.active": ("nouveau bound at boot", make_facts(driver__nouveau_loaded=True)),
+    "secureboot.blocks_module": ("Secure Boot refusing the unsigned module", make_facts(
+        driver__secure_boot=True, driver__module_loaded=False, driver__kernel_module=None,
+        gpus=[replace(H100, name=None, uuid=None, source="pci")])),
+    "loader.libcuda_stub": ("the toolkit's stubs directory on LD_LIBRARY_PATH", make_facts(
+        loader__libcuda=LibRef("/usr/local/cuda-12.4/lib64/stubs/libcuda.so", None, stub=True),
+        env__LD_LIBRARY_PATH="/usr/local/cuda-12.4/lib64/stubs")),
+    "driver.forward_compat": ("a cuda-compat libcuda on a GeForce card", make_facts(
+        driver__kernel_module="535.104.05",
+        loader__libcuda=LibRef("/usr/local/cuda-13.0/compat/libcuda.so.1", "580.65.06", stub=False),
+        gpus=[replace(H100, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")])),
+}

@@ -4,6 +4,7 @@ and the report's JSON contract (doctor/schemas/report-v1.json)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from importlib import resources
@@ -45,38 +46,13 @@ def report_validator() -> jsonschema.Draft202012Validator:
 # --- the registry -----------------------------------------------------------------------------
 
 
-ISSUE_CODES = {
-    # the engine issue
-    "driver.missing", "driver.not_loaded", "driver.module_userspace_mismatch", "driver.module_missing_for_kernel",
-    "nouveau.active", "secureboot.blocks_module", "toolkit.missing", "toolkit.multiple_conflicting",
-    "toolkit.path_not_set", "cudnn.missing", "framework.cpu_only_build", "env.cuda_visible_devices",
-    "env.device_order", "container.no_gpu_passthrough", "container.toolkit_missing", "wsl.driver",
-    "gpu.memory_in_use", "gpu.hardware_fault", "gpu.throttling", "gpu.pcie_degraded",
-    # the compatibility-matrix issue
-    "driver.too_old_for_cuda_runtime", "driver.too_old_for_gpu", "driver.gpu_unsupported_by_driver",
-    "framework.arch_unsupported", "framework.cuda_newer_than_driver", "framework.nvcc_mismatch_for_extensions",
-    "framework.libs_shadowed", "cudnn.cuda_mismatch", "cudnn.version_mismatch", "toolkit.gpu_arch_unsupported",
-    "toolkit.host_compiler_unsupported",
-    # the CI-and-Docker issue
-    "image.min_host_driver",
-    # issue 11 (knowledge current to today): NVIDIA's driver branch lifecycle
-    "driver.branch_eol",
-    # the judgement issue (beliefs)
-    "loader.libcuda_stub", "driver.forward_compat", "toolkit.cuda_home_invalid", "framework.cuda_unavailable",
-    # the active-tests issue: what smoke / oom and the tools they hand over to recorded in the facts
-    "active.smoke", "active.oom", "active.multi_gpu", "active.frameworks", "active.torch", "active.gpu_burn",
-    "active.dcgm", "active.nccl_tests",
-    # Dockerfiles, Prometheus, Kubernetes labels (issue 16)
-    "image.env_blocks_gpu",
-    # Dockerfiles read right (issue 21): the container runtime's NVIDIA_REQUIRE_CUDA, forward-compat traps
-    "image.require_cuda", "image.forward_compat",
-}
-
-
-def test_registry_has_every_issue_code_once() -> None:
+def test_registry_has_every_check_once_and_docs_checks_md_lists_them() -> None:
+    """No check is lost unseen: docs/checks.md (generated, reviewed in every diff) lists exactly the registry, in
+    order. A new check touches its module, its test (with its DOC_EXAMPLES) and that page — no list here."""
     ids = [c.id for c in REGISTRY]
-    assert set(ids) == ISSUE_CODES
     assert len(set(ids)) == len(ids)
+    documented = re.findall(r"^## (\S+)$", (TESTS.parent / "docs" / "checks.md").read_text(encoding="utf-8"), re.M)
+    assert documented == [*ids, "doctor.check_crashed"]
     assert {c.area for c in REGISTRY} == set(AREAS) - {"Requirements"}  # --require findings have no check
 
 

@@ -8,7 +8,16 @@ import pytest
 from conftest import commands, only, outcome
 from factories import H100, make_facts, torch_env
 
-from doctor.model.facts import ContainerToolkit, Facts, LibRef, MigDevice, Package, PyPackage, PythonEnv
+from doctor.model.facts import (
+    ContainerToolkit,
+    DeepResult,
+    Facts,
+    LibRef,
+    MigDevice,
+    Package,
+    PyPackage,
+    PythonEnv,
+)
 
 NO_DRIVER = {
     "driver__userspace": None,
@@ -379,3 +388,26 @@ def test_wsl_without_libcuda_fails_and_points_to_windows() -> None:
     assert f.severity == "fail"
     assert f.title.startswith("WSL2 without /usr/lib/wsl/lib/libcuda.so")
     assert f.fix is not None and "`wsl --update`" in f.fix.summary
+
+
+# The example docs/checks.md shows for each check of doctor/checks/environment.py (scripts/gen_checks_doc.py reads it).
+DOC_EXAMPLES = {
+    "framework.cpu_only_build": ("torch from the CPU index on a GPU host", make_facts(
+        python_envs=[torch_env("2.13.0+cpu", cuda=None, cpu_only=True)])),
+    "env.cuda_visible_devices": ("an empty CUDA_VISIBLE_DEVICES", make_facts(env__CUDA_VISIBLE_DEVICES="")),
+    "env.device_order": ("an H100 and an A100 in one box", make_facts(gpus=[
+        H100, replace(H100, index=1, name="NVIDIA A100-SXM4-80GB", uuid="GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee",
+                      pci_bus_id="00000000:3B:00.0")])),
+    "container.toolkit_missing": ("Docker on a GPU host without the toolkit", make_facts(
+        host__container_toolkit=ContainerToolkit(installed=False, engines=["docker"], runtime_configured=False))),
+    "container.no_gpu_passthrough": ("docker run without --gpus", make_facts(
+        host__container="docker", driver__device_nodes=[], loader__libcuda=None, gpus=[],
+        driver__cuda_driver_api=None)),
+    "framework.cuda_unavailable": ("--deep: torch cu124 on driver 470 answers is_available() False", make_facts(
+        driver__kernel_module="470.223.02", driver__userspace="470.223.02", driver__cuda_driver_api="11.4",
+        python_envs=[replace(torch_env("2.5.1", cuda="12.4"), packages=[replace(
+            torch_env("2.5.1", cuda="12.4").packages[0],
+            deep=DeepResult(is_available=False, device_count=0, cuda="12.4"))])])),
+    "wsl.driver": ("a Linux driver installed inside WSL2", make_facts(
+        host__wsl=True, loader__libcuda=LibRef("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "550.54.14"))),
+}

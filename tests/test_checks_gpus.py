@@ -11,6 +11,7 @@ from conftest import commands, only, outcome
 from factories import H100, make_facts
 
 from doctor.checks.gpus import ACTION_TEXT, SLOWDOWNS, xid_catalog
+from doctor.matrix import Matrix, bundled
 from doctor.model.facts import GpuProcess, XidEvent
 
 GPU_CHECKS = ("gpu.memory_in_use", "gpu.hardware_fault", "gpu.throttling", "gpu.pcie_degraded")
@@ -19,9 +20,20 @@ H100_1 = replace(H100, index=1, uuid="GPU-99999999-8888-7777-6666-555555555555",
 BUS = "0000:18:00.0"
 
 
+# The example docs/checks.md shows for each check of this module (scripts/gen_checks_doc.py reads it).
+DOC_EXAMPLES = {
+    "gpu.memory_in_use": ("another job holds the memory", make_facts(
+        gpu__memory_used_mib=74000, gpu__processes=[GpuProcess(4242, "python3", 73500)])),
+    "gpu.hardware_fault": ("Xid 79 in the kernel log", make_facts(
+        driver__xid_events=[XidEvent(79, "0000:18:00", "GPU has fallen off the bus.")])),
+    "gpu.throttling": ("a hot GPU", make_facts(gpu__throttle_reasons=["hw_thermal_slowdown"], gpu__temperature_c=91)),
+    "gpu.pcie_degraded": ("a data-center GPU trained at x8 of x16", make_facts(gpu__pcie_width_current=8)),
+}
+
+
 def catalog_row(**match: Any) -> dict[str, Any]:
     """A row of compat/xid.toml matching all of ``match``; skips while the catalog is absent or lacks one."""
-    catalog = xid_catalog()
+    catalog = xid_catalog(bundled())
     if not catalog:
         pytest.skip("compat/xid.toml is not there (yet)")
     row = next((r for r in catalog.values() if all(r.get(k) == v for k, v in match.items())), None)
@@ -144,6 +156,34 @@ def test_uncatalogued_xid_warns_with_count_and_bus_in_title() -> None:
     assert "not in gpu-doctor's reviewed catalog" in f.detail
     assert f.evidence[0].value == f"Xid 99999 on {BUS} ×2"
     assert f.evidence[0].source == "cmd:dmesg"
+
+
+def _hardware_fault(facts: Any, matrix: Matrix | None) -> list:
+    from doctor.checks import by_id
+    from doctor.pipeline import diagnose
+    from doctor.registry import Context
+
+    return diagnose(facts, checks=[by_id("gpu.hardware_fault")], ctx=Context(matrix=matrix),  # type: ignore[list-item]
+                    plan_fixes=False).findings
+
+
+def test_the_xid_catalog_is_the_one_in_the_matrix_passed_in() -> None:
+    """The check reads no bundled file: the catalog is the matrix's it was given (issue 19)."""
+    row = {"xid": 99990, "mnemonic": "TEST_FAULT", "description": "a fault of this test's own catalog",
+           "class": "hardware", "action": "drain_and_rma", "source": "https://example.invalid/xid"}
+    mine = Matrix(data={**bundled().data, "xid": {"xid": [row]}})
+    facts = make_facts(driver__xid_events=[XidEvent(99990, BUS)])
+    (f,) = [f for f in _hardware_fault(facts, mine) if "Xid" in f.title]
+    assert f.severity == "fail" and "a fault of this test's own catalog" in f.title
+    assert f.fix is not None and "RMA" in f.fix.summary
+    (f,) = [f for f in _hardware_fault(facts, bundled()) if "Xid" in f.title]
+    assert f.severity == "warn" and "look it up" in f.title  # not in the shipped catalog
+
+
+def test_without_a_matrix_an_xid_is_one_to_look_up_not_a_verdict() -> None:
+    facts = make_facts(driver__xid_events=[XidEvent(79, BUS)])
+    (f,) = [f for f in _hardware_fault(facts, None) if "Xid" in f.title]
+    assert f.severity == "warn" and "look it up" in f.title
 
 
 def test_xids_on_two_gpus_are_two_findings() -> None:
@@ -303,7 +343,7 @@ XID_DATA = Path(__file__).parent / "data" / "xid"
 
 @pytest.mark.parametrize("xid", range(144, 151))
 def test_nvlink5_xids_are_in_the_catalog_with_nvidias_bucket(xid: int) -> None:
-    row = xid_catalog()[xid]
+    row = xid_catalog(bundled())[xid]
     assert row["mnemonic"].startswith("NVLINK_") and row["nvidia_action"] == "WORKFLOW_NVLINK5_ERR"
     assert row["source"] == "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 

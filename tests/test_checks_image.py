@@ -7,11 +7,14 @@ CUDA; NVIDIA_VISIBLE_DEVICES void/empty behaves like runc, none passes no GPU) a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from factories import make_facts
+from factories import H100, make_facts
 
 from doctor.checks import by_id
 from doctor.matrix import current
+from doctor.model.facts import LibRef
 from doctor.pipeline import diagnose
 from doctor.registry import Context
 
@@ -115,3 +118,18 @@ def test_forward_compat_forced_through_the_loader_path() -> None:
 def test_no_forward_compat_is_not_applicable() -> None:
     assert judged("image.forward_compat", gpus=[], env__LD_LIBRARY_PATH="/usr/local/cuda/lib64")[0] == \
         "not_applicable"
+
+
+# The example docs/checks.md shows for each check of doctor/checks/image.py (scripts/gen_checks_doc.py reads it).
+DOC_EXAMPLES = {
+    "image.env_blocks_gpu": ("`check --dockerfile` on an image with ENV NVIDIA_DRIVER_CAPABILITIES=utility (static "
+                             "only)", make_facts(gpus=[], env__NVIDIA_DRIVER_CAPABILITIES="utility")),
+    "image.require_cuda": ("`check --dockerfile … --host-driver 535.104.05 --target-gpu \"RTX 4090\"` on an "
+                           "nvidia/cuda 12.8 image (static only)", make_facts(
+        driver__kernel_module="535.104.05", driver__userspace="535.104.05",
+        gpus=[replace(H100, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")],
+        env__NVIDIA_REQUIRE_CUDA="cuda>=12.8 brand=tesla,driver>=535,driver<536 brand=nvidia,driver>=535,driver<536")),
+    "image.forward_compat": ("`check --dockerfile` on an image that runs `ldconfig /usr/local/cuda-12.4/compat` "
+                             "(static only)", make_facts(
+        gpus=[], loader__libcuda=LibRef("/usr/local/cuda-12.4/compat/libcuda.so.1"))),
+}

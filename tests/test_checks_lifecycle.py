@@ -77,3 +77,10 @@ def test_wsl_windows_driver_maps_through_nvidias_pairs() -> None:
     assert "R570" in f.title and f.severity == "warn"  # R570 PB ended February 2026
     unknown = type(wsl).from_dict({**wsl.to_dict(), "driver": {**wsl.to_dict()["driver"], "userspace": "581.57"}})
     assert outcome(unknown)[0] == "skipped"
+
+
+# The example docs/checks.md shows for each check of doctor/checks/lifecycle.py (scripts/gen_checks_doc.py reads it).
+DOC_EXAMPLES = {
+    "driver.branch_eol": ("driver R535 on 2026-11-23 (end of life June 2026)", make_facts(
+        driver__kernel_module="535.261.03", driver__userspace="535.261.03", collected_at="2026-11-23T10:00:00+00:00")),
+}

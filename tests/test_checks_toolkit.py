@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import only, outcome
-from factories import make_facts, torch_env
+from factories import TF_GPU_ENV, make_facts, torch_env
 
-from doctor.model.facts import LibRef, PyPackage, PythonEnv, Toolkit
+from doctor.model.facts import LibRef, ProbeError, PyPackage, PythonEnv, Toolkit
 
 NO_TOOLKIT = {"toolkits": [], "loader__nvcc_on_path": None, "loader__libcudart": None}
 TF_GPU = PyPackage("tensorflow", "2.15.1", cuda="12.2", cudnn="8", cpu_only=False)
@@ -214,3 +216,18 @@ def test_cudnn_fix_matches_a_cuda_11_framework_build() -> None:
     assert [s.command for s in f.fix.steps] == [["pip", "install", "nvidia-cudnn-cu11"]]
     # TensorFlow 2.11 has no [and-cuda] extra (it came with 2.14): the plan says so instead of inventing one.
     assert "TensorFlow 2.11.0 has no [and-cuda] extra" in f.fix.summary
+
+
+# The example docs/checks.md shows for each check of doctor/checks/toolkit.py (scripts/gen_checks_doc.py reads it).
+DOC_EXAMPLES = {
+    "toolkit.missing": ("no toolkit, torch brings its own runtime", make_facts(
+        toolkits=[], loader=replace(make_facts().loader, nvcc_on_path=None, libcudart=None))),
+    "toolkit.multiple_conflicting": ("nvcc 11.8 first on PATH, libcudart 12.4", make_facts(
+        loader__nvcc_on_path=LibRef("/usr/local/cuda-11.8/bin/nvcc", "11.8.89"))),
+    "toolkit.path_not_set": ("CUDA installed, PATH not updated", make_facts(loader__nvcc_on_path=None)),
+    "cudnn.missing": ("TensorFlow GPU build, no cuDNN anywhere", make_facts(cudnn=[], python_envs=[TF_GPU_ENV])),
+    "toolkit.cuda_home_invalid": ("CUDA_HOME left pointing at a removed toolkit", make_facts(
+        env__CUDA_HOME="/usr/local/cuda-11.7",
+        errors=[ProbeError(
+            "toolkits", "CUDA_HOME=/usr/local/cuda-11.7 does not exist")])),
+}

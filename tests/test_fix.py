@@ -18,7 +18,8 @@ from fix_scenarios import DISTROS, SCENARIOS, scenario
 
 from doctor.fixplan import Options, PlanError, build_plan
 from doctor.matrix import current
-from doctor.model.plan import BlacklistNouveau, FixPlan, InstallCudaCompat, InstallDriver, Manual, ReinstallTorch
+from doctor.model.plan import FixPlan
+from doctor.model.remedy import BlacklistNouveau, InstallCudaCompat, InstallDriver, Manual, ReinstallTorch
 from doctor.pipeline import diagnose
 from doctor.render import apt, conda, dnf, pip
 from doctor.render.fixscript import render_script
@@ -412,7 +413,7 @@ def test_apt_and_dnf_cover_the_supported_releases():
 
 
 def test_manual_action_is_data():
-    assert Manual("x", ["y"]).to_dict() == {"action": "Manual", "text": "x", "commands": ["y"]}
+    assert Manual("x", ["y"]).as_action() == {"action": "Manual", "text": "x", "commands": ["y"]}
 
 
 def _plan_of(facts):

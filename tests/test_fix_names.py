@@ -16,7 +16,8 @@ from fix_scenarios import scenario
 
 from doctor.fixplan import build_plan
 from doctor.matrix import current
-from doctor.model.plan import FixPlan, InstallCudaCompat, InstallCudnn, InstallDriver, InstallToolkit, PipInstall
+from doctor.model.plan import FixPlan
+from doctor.model.remedy import InstallCudaCompat, InstallCudnn, InstallDriver, InstallToolkit, PipInstall
 from doctor.pipeline import diagnose
 from doctor.render import apt, dnf, pip
 
@@ -96,7 +97,7 @@ def test_dnf_toolkit_cudnn_compat_versionlock_and_repository():
     assert installs(dnf.render(InstallToolkit("12.6"), p), "dnf_install") == ["cuda-toolkit-12-6"]
     assert installs(dnf.render(InstallCudnn(9, 12), p), "dnf_install") == ["cudnn9-cuda-12"]
     # Driver Installation Guide, "Version locking", DNF 4: python3-dnf-plugin-versionlock
-    from doctor.model.plan import HoldPackages
+    from doctor.model.remedy import HoldPackages
 
     assert "dnf_install python3-dnf-plugin-versionlock" in dnf.render(HoldPackages(["nvidia-driver"]), p)
     assert "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/cuda-rhel9.repo" in dnf.prelude(p)

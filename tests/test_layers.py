@@ -16,8 +16,9 @@ pytest.importorskip("importlinter", reason="import-linter is in the dev extra")
 
 def test_the_import_contracts_hold() -> None:
     """pyproject.toml's [tool.importlinter] contracts: the layers, renderers that only render, a TUI that never
-    imports the CLI, the probes or the host, pure judging, runners that never judge, a matrix that never imports
-    the network updater, and a core without Textual."""
+    imports the CLI, the probes or the host, pure judging, runners that never judge, a CLI and a TUI that never
+    build a remedy (checks and the planner do), a matrix that never imports the network updater, and a core without
+    Textual."""
     lint = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
     result = subprocess.run([sys.executable, "-c", lint, "--no-cache"], cwd=REPO, capture_output=True, text=True,
                             timeout=300)

@@ -19,9 +19,9 @@ from factories import make_facts
 from fix_scenarios import scenario
 
 from doctor.model.facts import Package
-from doctor.model.plan import (
+from doctor.model.plan import FixPlan, PlanStep
+from doctor.model.remedy import (
     BlacklistNouveau,
-    FixPlan,
     HoldPackages,
     InstallContainerToolkit,
     InstallCudaCompat,
@@ -31,7 +31,6 @@ from doctor.model.plan import (
     LoadModule,
     PinDriverBranch,
     PipInstall,
-    PlanStep,
     RebuildDkms,
     ReinstallTorch,
 )

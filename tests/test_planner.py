@@ -25,7 +25,7 @@ from doctor import queries
 from doctor.fixplan import Options, build_plan
 from doctor.matrix import bundled, vtuple
 from doctor.model.facts import PyPackage, PythonEnv
-from doctor.model.plan import InstallCudaCompat, InstallDriver, ReinstallTorch
+from doctor.model.remedy import InstallCudaCompat, InstallDriver, ReinstallTorch
 from doctor.pipeline import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -816,7 +816,7 @@ async def test_diagnosis_is_not_on_the_ui_thread() -> None:
 
 @pytest.mark.parametrize(("choice", "name", "start"), [
     (0, "gpu-doctor-report.json", '{\n  "schema": "gpu-doctor.report/v1"'),
-    (1, "gpu-doctor-report.md", "# gpu-doctor report: Driver/library mismatch after an upgrade"),
+    (1, "gpu-doctor-report.md", "## gpu-doctor report: Driver/library mismatch after an upgrade"),
     (2, "gpu-doctor-facts.json", '{\n  "schema": "gpu-doctor.facts/v1"'),
 ])
 @pilot_test
@@ -834,7 +834,7 @@ async def test_export_writes_the_chosen_format(tmp_path: Path, choice: int, name
         text = (tmp_path / name).read_text()
         assert text.startswith(start)
         if name.endswith(".md"):
-            assert "### ✗ Driver/library version mismatch: kernel module 535.104.05 ≠ user-space 535.129.03" in text
+            assert "#### ✗ Driver/library version mismatch: kernel module 535.104.05 ≠ user-space 535.129.03" in text
 
 
 @pilot_test

@@ -163,11 +163,21 @@ def test_no_table_reason_quotes_nvml_and_the_pci_bus() -> None:
 
 
 def test_markdown_export_has_problems_in_full_and_passes_in_one_line() -> None:
-    text = model.export_text("report.md", report_of("debian12-535-no-gpu"), "no GPU")
-    assert text.startswith("# gpu-doctor report: no GPU\n")
-    assert "### ✗ NVIDIA driver 535.309.01 is installed but its kernel module is not loaded" in text
+    report = report_of("debian12-535-no-gpu")
+    text = model.export_text("report.md", report, "no GPU")
+    assert text.startswith("## gpu-doctor report: no GPU\n")
+    assert "#### ✗ NVIDIA driver 535.309.01 is installed but its kernel module is not loaded" in text
     assert "```bash\nlspci -nn\n```" in text
-    assert "- ✓ CUDA toolkit found: 13.0 at /usr/local/cuda-13.0" in text
+    assert "| ✓ | CUDA toolkit found: 13.0 at /usr/local/cuda-13.0 | `toolkit.missing` |" in text
+
+
+def test_the_markdown_export_is_the_registered_markdown_renderer() -> None:
+    """One Markdown of a report (issue 19): the TUI's export is `check --format markdown`, named by the source."""
+    from doctor.pipeline import render
+
+    report = report_of("debian12-535-no-gpu")
+    assert model.export_text("report.md", report, "no GPU") == render(report, "markdown", title="no GPU")
+    assert not hasattr(model, "report_markdown")
     with pytest.raises(ValueError):
         model.export_text("report.xml", report_of("debian12-535-no-gpu"))
 

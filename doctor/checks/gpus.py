@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import cache
 from typing import Any
 
 from doctor.checks.common import finding, ok
-from doctor.matrix import Matrix, bundled
+from doctor.matrix import Matrix
 from doctor.model.facts import Facts, Gpu, XidEvent
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
@@ -67,10 +66,12 @@ def _memory_in_use(g: Gpu) -> Iterator[Finding]:
     )
 
 
-@cache
-def xid_catalog() -> dict[int, dict[str, Any]]:
-    """NVIDIA's Xid catalog as reviewed data (compat/xid.toml, shipped in the package)."""
-    return {row["xid"]: row for row in bundled().rows("xid", "xid") if isinstance(row.get("xid"), int)}
+def xid_catalog(m: Matrix | None) -> dict[int, dict[str, Any]]:
+    """NVIDIA's Xid catalog as reviewed data (compat/xid.toml, part of the matrix the caller passed in); empty
+    without a matrix: every Xid is then one to look up, none a verdict."""
+    if m is None:
+        return {}
+    return {row["xid"]: row for row in m.rows("xid", "xid") if isinstance(row.get("xid"), int)}
 
 
 ACTION_TEXT = {
@@ -115,7 +116,7 @@ def hardware_fault(facts: Facts, ctx: Context) -> Iterator[Finding]:
         else:
             yield ok("gpu.hardware_fault", f"{_name(g)}: no uncorrectable ECC errors or pending retirements",
                      _gev(g, "ecc_uncorrected"))
-    catalog = xid_catalog()
+    catalog = xid_catalog(ctx.matrix if isinstance(ctx.matrix, Matrix) else None) if xids else {}
     seen: dict[tuple[int, str | None], list[XidEvent]] = {}
     for e in xids:
         seen.setdefault((e.xid, e.pci_bus_id), []).append(e)

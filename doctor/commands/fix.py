@@ -167,8 +167,8 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
 def render_pin(facts: Any, fmt: str) -> str:
     from doctor import __version__
-    from doctor.matrix import branch, major_minor
-    from doctor.model.plan import FixPlan, HoldPackages, PinDriverBranch, PlanStep
+    from doctor.matrix import major_minor
+    from doctor.pipeline import pin_plan
     from doctor.render import apt, dnf
     from doctor.render.fixscript import render_script
 
@@ -193,19 +193,7 @@ def render_pin(facts: Any, fmt: str) -> str:
     system = apt if fmt == "apt" else dnf
     if not system.supports(h.os_id, h.os_version):
         raise UsageError(f"--format {fmt}: this machine is {h.os_id or '?'} {h.os_version or '?'}")
-    manager = "dpkg" if fmt == "apt" else "rpm"
-    held = [p.name for p in facts.driver.packages if p.manager in (manager, None)]
-    from doctor.beliefs import driver_version
-
-    drv = driver_version(facts)
-    actions: list[Any] = []
-    if held:
-        actions.append(HoldPackages(held))
-    if branch(drv):
-        actions.append(PinDriverBranch(int(branch(drv) or 0)))
-    steps = [PlanStep("pin", ["pin"], f"Keep the driver {drv or '?'} and its packages where they are", actions,
-                      ["gpu-doctor", "pin", "--check", "THIS_FILE"])] if actions else []
-    plan = FixPlan(h.os_id, h.os_version, h.os_pretty, h.arch, steps)
+    plan = pin_plan(facts, "dpkg" if fmt == "apt" else "rpm")
     script = render_script(plan, system, None, f"pin/{fmt}", __version__)
     first, rest = script.split("\n", 1)
     return "\n".join([first, *marks, rest])

@@ -1,8 +1,10 @@
 """The model: what every layer above the probes speaks.
 
 ``facts`` (and ``facts_active``): what the probes learned, nothing judged. ``findings``: what a check concluded,
-with its evidence. ``intents``: what a check says should change, as data. ``report``: the findings and the check
-results over one set of facts. ``severity``: the one severity scale, with its rank and its mark.
+with its evidence. ``remedy``: the one remedy vocabulary, each kind one class, from what a check says should
+change (an intent; ``intents`` is the part a check may attach) to what the plan does (an action). ``plan``: the
+ordered steps of actions every renderer reads. ``report``: the findings and the check results over one set of facts.
+``severity``: the one severity scale, with its rank and its mark.
 
 Nothing here imports a probe, a check, the matrix, the planner or a renderer; importing this package imports
 none of its modules.

@@ -6,7 +6,7 @@ import shlex
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Literal
 
-from doctor.model.intents import Intent
+from doctor.model.remedy import Intent
 from doctor.model.severity import Severity
 
 AREAS = ("Driver", "GPUs", "CUDA toolkit", "cuDNN", "Python & frameworks", "Environment", "Active tests",
@@ -79,11 +79,11 @@ class Finding:
     fix: Fix | None = None
     area: str = ""
     check: str = ""
-    # What should change, as typed data (doctor.model.intents), alternatives best first; the planner turns them into
-    # the plan every surface shows. Empty: the check knows no remedy it can express (``fix`` is then the text).
+    # What should change, as typed data (doctor.model.remedy's intents), alternatives best first; the planner turns
+    # them into the plan every surface shows. Empty: the check knows no remedy it can express (``fix`` is the text).
     intents: list[Intent] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["intents"] = [i.to_dict() for i in self.intents]
+        out["intents"] = [i.as_intent() for i in self.intents]
         return out

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import re
 
-from doctor.model.plan import (
+from doctor.model.plan import FixPlan
+from doctor.model.remedy import (
     Action,
     BlacklistNouveau,
-    FixPlan,
     HoldPackages,
     InstallContainerToolkit,
     InstallCudaCompat,

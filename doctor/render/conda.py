@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from doctor.model.plan import Action, FixPlan, PipInstall, ReinstallTorch
+from doctor.model.plan import FixPlan
+from doctor.model.remedy import Action, PipInstall, ReinstallTorch
 from doctor.model.versions import major_minor
 from doctor.render.fixscript import comment, q, say
 from doctor.render.values import fits, refused

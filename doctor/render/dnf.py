@@ -18,10 +18,10 @@ Names and commands (tests/test_fix_names.py quotes the sources):
 
 from __future__ import annotations
 
-from doctor.model.plan import (
+from doctor.model.plan import FixPlan
+from doctor.model.remedy import (
     Action,
     BlacklistNouveau,
-    FixPlan,
     HoldPackages,
     InstallContainerToolkit,
     InstallCudaCompat,

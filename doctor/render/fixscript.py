@@ -17,7 +17,8 @@ import shlex
 from collections.abc import Callable
 from types import ModuleType
 
-from doctor.model.plan import Action, FixPlan, Manual, PlanStep, Reboot
+from doctor.model.plan import FixPlan, PlanStep
+from doctor.model.remedy import Action, Manual, Reboot
 
 _CTRL = re.compile(r"[\x00-\x1f\x7f]+")
 

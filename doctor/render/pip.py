@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from doctor.model.plan import Action, FixPlan, PipInstall, ReinstallTorch
+from doctor.model.plan import FixPlan
+from doctor.model.remedy import Action, PipInstall, ReinstallTorch
 from doctor.render.fixscript import comment, q, say
 from doctor.render.values import fits, refused
 

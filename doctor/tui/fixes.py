@@ -1,6 +1,6 @@
 """Fix scripts for the fix view: the one fix plan of `gpu-doctor fix`, rendered for apt, dnf, pip or conda.
 
-A script is exactly what `gpu-doctor fix --format FMT` prints: the plan from :func:`doctor.fixplan.build_plan`
+A script is exactly what `gpu-doctor fix --format FMT` prints: the plan from :func:`doctor.pipeline.plan`
 (the facts, the findings the user picked, the matrix; pip and conda take the plan's Python-only routes), the
 renderers :func:`doctor.pipeline.script_renderers` chooses for that format, the script from
 :func:`doctor.pipeline.fix_script`. Nothing is planned or rendered here — there is no second script
@@ -35,10 +35,8 @@ PLAN_FORMATS = ("apt", "dnf", "pip", "conda")  # `gpu-doctor fix --format …`, 
 def plan_for(report: Report, findings: list[Finding], python_only: bool = False) -> FixPlan:
     """The fix plan `gpu-doctor fix` makes, for these findings only (it plans for failures and warnings)."""
     from doctor import pipeline
-    from doctor.fixplan import Options
-    from doctor.matrix import current
 
-    return pipeline.plan(report.facts, findings, current(), Options(python_only=python_only))
+    return pipeline.plan(report.facts, findings, python_only=python_only)
 
 
 def script_formats(report: Report, findings: list[Finding]) -> list[ScriptFormat]:

@@ -6,7 +6,6 @@ lives here; a test imports this module and asserts Textual is not loaded.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -16,8 +15,6 @@ from doctor.model.facts import Facts, Gpu
 from doctor.model.findings import AREAS, Evidence, Finding
 from doctor.model.report import CheckResult, Report
 from doctor.model.severity import LEVELS, STATUS_MARKS
-from doctor.pipeline import FORMATS, render
-from doctor.render.text import header, summary
 
 MARKS = {**STATUS_MARKS, "none": LEVELS["info"].mark}  # "none": an area without findings
 STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready",
@@ -266,58 +263,41 @@ def no_table_reason(facts: Facts) -> list[str]:
 
 # --- exports ------------------------------------------------------------------------------------
 
-# The file name each registered report format is saved as (a format not named here: report.FORMAT).
-_FILE_NAMES = {"text": "report.txt", "junit": "report.junit.xml", "github": "report.github.txt",
-               "prometheus": "report.prom", "nfd": "report.nfd"}
-# JSON and Markdown come first, as before; the Markdown of the TUI is the long form, for a ticket.
-_OWN = {"report.json": "report (JSON, gpu-doctor.report/v1)", "report.md": "report (Markdown)",
-        "facts.json": "facts snapshot (JSON, gpu-doctor.facts/v1)"}
-# Every format of the renderer registry (doctor.pipeline.FORMATS) is offered: a new format appears here.
-_REGISTERED = {_FILE_NAMES.get(f.name, f"report.{f.name}"): f for f in FORMATS.values()
-               if f.name not in ("json", "markdown")}
-EXPORTS = {**_OWN, **{kind: f"report ({f.name}: {f.about})" for kind, f in _REGISTERED.items()}}
+# Every format of the renderer registry (doctor.pipeline.FORMATS) is offered, rendered by it and saved under the
+# registry's file name: a new format appears here. The first ones keep the TUI's own labels.
+_LABELS = {"json": "report (JSON, gpu-doctor.report/v1)", "markdown": "report (Markdown)"}
+_FIRST = ("json", "markdown")  # offered first, then the facts, then the other formats in the registry's order
+_FACTS = {"facts.json": "facts snapshot (JSON, gpu-doctor.facts/v1)"}
+
+
+def _registered() -> dict[str, Any]:
+    """The registered formats by the file name an export saves each as, the first ones first."""
+    from doctor.pipeline import FORMATS
+
+    return {f.default_file: f for f in sorted(FORMATS.values(), key=lambda f: f.name not in _FIRST)}
+
+
+def exports() -> dict[str, str]:
+    """What the export dialog offers, {kind: label}: the report in every registered format, and the facts."""
+    labels = {kind: (f.name, _LABELS.get(f.name, f"report ({f.name}: {f.about})")) for kind, f in _registered().items()}
+    return {**{k: label for k, (name, label) in labels.items() if name in _FIRST}, **_FACTS,
+            **{k: label for k, (name, label) in labels.items() if name not in _FIRST}}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EXPORTS":  # the registry as it is when first asked
+        return exports()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def export_text(kind: str, report: Report, title: str = "") -> str:
-    if kind == "report.json":
-        return json.dumps(report.to_dict(), indent=2) + "\n"
-    if kind == "facts.json":
+    """What an export writes: the facts snapshot, or the report as the registered format renders it (in a file:
+    no colour; ``title``, the source's name, heads the Markdown)."""
+    if kind in _FACTS:
         return report.facts.to_json()
-    if kind == "report.md":
-        return report_markdown(report, title)
-    if kind in _REGISTERED:
-        return render(report, _REGISTERED[kind].name, colour=False)
+    registered = _registered()
+    if kind in registered:
+        from doctor.pipeline import render
+
+        return render(report, registered[kind].name, colour=False, title=title)
     raise ValueError(f"unknown export {kind!r}")
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def report_markdown(report: Report, title: str = "") -> str:
-    """The report as Markdown, for a bug report or a ticket: problems in full, the rest as one line each."""
-    lines = [f"# gpu-doctor report{': ' + title if title else ''}", ""]
-    lines += [f"    {line}" for line in header(report).splitlines()]
-    lines += ["", f"**{summary(report)}**", ""]
-    for area in areas(report):
-        if not area.problems and not area.passed:
-            continue
-        lines += [f"## {MARKS[area.status]} {area.name}", ""]
-        for f in area.problems:
-            lines += [f"### {MARKS[f.severity]} {_md(f.title)}", "", f.detail, ""] if f.detail else \
-                     [f"### {MARKS[f.severity]} {_md(f.title)}", ""]
-            if f.evidence:
-                lines += ["Evidence:", ""]
-                lines += [f"- `{e.fact}` = `{value_text(e.value)}`" + (f" ({e.source})" if e.source else "")
-                          for e in f.evidence]
-                lines.append("")
-            if f.fix:
-                lines += [f"Fix: {f.fix.summary}", ""]
-                if f.fix.steps:
-                    lines += ["```bash", *[s.shell() for s in f.fix.steps], "```", ""]
-            lines += [f"`{f.code}` · check `{f.check}`" if f.check else f"`{f.code}`", ""]
-        for f in area.passed:
-            lines.append(f"- {MARKS[f.severity]} {_md(f.title)}")
-        if area.passed:
-            lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
