@@ -17,7 +17,8 @@ Targets (issue 23): check ≤ 0.5× each peer without torch, ≤ 0.15× with tor
 Every command runs from a temporary directory with bytecode allowed (installed packages have .pyc files; this
 machine's PYTHONDONTWRITEBYTECODE is unset for the children, and the trees are compiled first). Reported: the
 best wall time of --runs, the best CPU time (user + system of the command and its children, from wait4), and
-the largest peak RSS of the command's own process. Usage, from the repository:
+the largest peak RSS of the command's own process; the runs of all the commands are interleaved, round by round.
+Usage, from the repository:
 
     .venv/bin/python benchmarks/peers.py [--runs 7] [--baseline REV] [--torch-env DIR]
 """
@@ -49,19 +50,30 @@ def run_env() -> dict[str, str]:
     return env
 
 
-def measure(argv: list[str], runs: int, env: dict[str, str]) -> tuple[float, float, float]:
-    """(best wall s, best CPU s, max peak RSS MB) of a command over ``runs``, each run in its own child. The best
-    of several, not the median: on a shared, loaded machine the other programs only ever add time."""
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=OUTSIDE, timeout=600)
-    walls, cpus, peaks = [], [], []
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MB) of one run of a command in its own child."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=OUTSIDE)
+    _pid, _status, usage = os.wait4(proc.pid, 0)
+    # wait4: user + system time of the child and the children it waited for; ru_maxrss in KiB on Linux, of the
+    # largest single process of the tree
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def measure_all(jobs: dict[tuple[str, str], tuple[list[str], dict[str, str]]],
+                runs: int) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """(best wall s, best CPU s, max peak RSS MB) of each job over ``runs``. The runs are interleaved (one of each
+    job per round, after one warm-up round): on a shared machine a burst of load then falls on every command alike
+    instead of on whichever was being measured. The best of several, not the median: other programs only ever add
+    time."""
+    for argv, env in jobs.values():
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=OUTSIDE, timeout=600)
+    samples: dict[tuple[str, str], list[tuple[float, float, float]]] = {key: [] for key in jobs}
     for _ in range(runs):
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=OUTSIDE)
-        _pid, _status, usage = os.wait4(proc.pid, 0)
-        walls.append(time.perf_counter() - start)
-        cpus.append(usage.ru_utime + usage.ru_stime)  # wait4: the child and the children it waited for
-        peaks.append(usage.ru_maxrss / 1024)  # KiB on Linux; the largest single process of the tree
-    return min(walls), min(cpus), max(peaks)
+        for key, (argv, env) in jobs.items():
+            samples[key].append(run_once(argv, env))
+    return {key: (min(s[0] for s in runs_), min(s[1] for s in runs_), max(s[2] for s in runs_))
+            for key, runs_ in samples.items()}
 
 
 def venv(name: str, packages: list[str], extra_site: Path | None = None) -> Path:
@@ -108,6 +120,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--baseline", default="0c084df", help="the previous release's git revision")
     ap.add_argument("--torch-env", default=str(DEFAULT_TORCH), help="a venv with torch (the 'with torch' scenario)")
+    ap.add_argument("--also", action="append", default=[], metavar="REV",
+                    help="also measure gpu-doctor at this git revision (e.g. the state before a change), not judged")
     args = ap.parse_args()
     torch_env = Path(args.torch_env)
     print(f"machine: {machine()}")
@@ -119,21 +133,29 @@ def main() -> int:
     plain = venv("plain-python", [])
     no_torch_env = {**env, "PATH": f"{plain / 'bin'}:/usr/bin:/bin"}
     doctor = [sys.executable, "-m", "doctor", "check"]
-    scenarios: dict[str, dict[str, tuple[float, float, float]]] = {"no torch": {}, "with torch": {}}
-    scenarios["no torch"]["gpu-doctor"] = measure(doctor, args.runs, {**no_torch_env, "PYTHONPATH": str(REPO)})
-    scenarios["no torch"]["previous release"] = measure(doctor, args.runs, {**no_torch_env, "PYTHONPATH": str(base)})
+    jobs: dict[tuple[str, str], tuple[list[str], dict[str, str]]] = {
+        ("no torch", "gpu-doctor"): (doctor, {**no_torch_env, "PYTHONPATH": str(REPO)}),
+        ("no torch", "previous release"): (doctor, {**no_torch_env, "PYTHONPATH": str(base)}),
+    }
     with_torch = torch_env.is_dir()
     if with_torch:
         torch_vars = {**no_torch_env, "VIRTUAL_ENV": str(torch_env)}
-        scenarios["with torch"]["gpu-doctor"] = measure(doctor, args.runs, {**torch_vars, "PYTHONPATH": str(REPO)})
-        scenarios["with torch"]["previous release"] = measure(doctor, args.runs,
-                                                              {**torch_vars, "PYTHONPATH": str(base)})
+        jobs["with torch", "gpu-doctor"] = (doctor, {**torch_vars, "PYTHONPATH": str(REPO)})
+        jobs["with torch", "previous release"] = (doctor, {**torch_vars, "PYTHONPATH": str(base)})
+    for rev in args.also:
+        tree = str(baseline_tree(rev))
+        jobs["no torch", f"gpu-doctor@{rev}"] = (doctor, {**no_torch_env, "PYTHONPATH": tree})
+        if with_torch:
+            jobs["with torch", f"gpu-doctor@{rev}"] = (doctor, {**torch_vars, "PYTHONPATH": tree})
     for name, argv in PEERS.items():
         root = venv(name, [name])
-        scenarios["no torch"][name] = measure([str(root / "bin" / argv[0]), *argv[1:]], args.runs, env)
+        jobs["no torch", name] = ([str(root / "bin" / argv[0]), *argv[1:]], env)
         if with_torch:
             troot = venv(f"{name}-torch", [name], extra_site=site_packages(torch_env))
-            scenarios["with torch"][name] = measure([str(troot / "bin" / argv[0]), *argv[1:]], args.runs, env)
+            jobs["with torch", name] = ([str(troot / "bin" / argv[0]), *argv[1:]], env)
+    scenarios: dict[str, dict[str, tuple[float, float, float]]] = {"no torch": {}, "with torch": {}}
+    for (scenario, name), figures in measure_all(jobs, args.runs).items():
+        scenarios[scenario][name] = figures
 
     targets = {"no torch": 0.5, "with torch": 0.15}
     failed = False
@@ -143,7 +165,7 @@ def main() -> int:
             continue
         print(f"\n{scenario}:")
         for name, (wall, cpu, rss) in rows.items():
-            print(f"  {name:<18} wall {wall * 1000:7.0f} ms   CPU {cpu * 1000:7.0f} ms   peak RSS {rss:6.1f} MB")
+            print(f"  {name:<26} wall {wall * 1000:7.0f} ms   CPU {cpu * 1000:7.0f} ms   peak RSS {rss:6.1f} MB")
         ours = rows["gpu-doctor"]
         for name in (*PEERS, "previous release"):
             if name not in rows:
@@ -157,6 +179,8 @@ def main() -> int:
         rss_ok = ours[2] <= 40
         failed |= not rss_ok
         print(f"  gpu-doctor peak RSS {ours[2]:.1f} MB, target ≤ 40 MB: {'met' if rss_ok else 'MISSED'}")
+    if hasattr(os, "getloadavg"):
+        print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 1 if failed else 0
 
 

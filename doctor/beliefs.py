@@ -21,11 +21,12 @@ Pure: facts in, beliefs out. Computed lazily and cached per snapshot object.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Generic, TypeVar
 
 from doctor.model.facts import Facts, Gpu, LibRef, Toolkit
 from doctor.model.findings import Evidence
+from doctor.model.records import dataclass
 from doctor.model.report import live_probed as live_probed  # the one rule, in the model (renderers read it)
 from doctor.safeio import lazy_compile, small_int
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from doctor import beliefs
@@ -25,6 +24,7 @@ from doctor.matrix import Matrix, branch, driver_runs_cuda, major_minor, vtuple
 from doctor.model.facts import Facts, PythonEnv
 from doctor.model.findings import Finding
 from doctor.model.plan import FixPlan, PlanStep
+from doctor.model.records import dataclass
 from doctor.model.remedy import (
     INTENTS,
     Action,

@@ -15,10 +15,11 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from doctor import children, safeio
+from doctor.model.records import dataclass
 
 DEFAULT_TIMEOUT = 5.0
 MAX_READ = 4 * 1024 * 1024  # a probe never needs more of one file; /proc files can be endless

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
 import json
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache, cached_property
-from importlib import resources
 from typing import Any
 
 from doctor.matrix_cache import CACHE_FILE, default_cache_dir, load_cached
+from doctor.model.records import dataclass
 from doctor.model.versions import branch, major_minor, vtuple
+from doctor.safeio import package_data
 
 
 def _toml() -> Any:
@@ -381,6 +381,19 @@ def _norm_gpu(name: str) -> str:
     return re.sub(r"[\s_\-]+", " ", text).strip()
 
 
+def _sha256(data: bytes) -> str:
+    """SHA-256 of ``data`` in hex, from the interpreter's built-in module where it has one: hashlib's first import
+    initialises OpenSSL (~5 ms of every `check`) for one hash of a few hundred kB. The same digest either way."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found,unused-ignore]  # CPython ≤ 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]  # CPython ≥ 3.12
+        except ImportError:
+            from hashlib import sha256
+    return str(sha256(data).hexdigest())
+
+
 COMPILED = "matrix.json"  # a JSON copy of the TOML files, for speed: tomllib needs ~100 ms for them all
 
 
@@ -389,10 +402,10 @@ def compile_matrix() -> dict[str, Any]:
     out: dict[str, Any] = {"sha256": {}, "data": {}}
     for name in FILES:
         try:
-            raw = resources.files("doctor.compat").joinpath(f"{name}.toml").read_bytes()
+            raw = package_data("doctor.compat", f"{name}.toml")
         except FileNotFoundError:
             continue
-        out["sha256"][name] = hashlib.sha256(raw).hexdigest()
+        out["sha256"][name] = _sha256(raw)
         out["data"][name] = _toml().loads(raw.decode("utf-8"))
     return out
 
@@ -408,10 +421,10 @@ def bundled() -> Matrix:
     problems = []
     compiled: dict[str, Any] = {}
     with contextlib.suppress(FileNotFoundError, OSError, ValueError):
-        compiled = json.loads(resources.files("doctor.compat").joinpath(COMPILED).read_text())
+        compiled = json.loads(package_data("doctor.compat", COMPILED).decode("utf-8"))
     for name in FILES:
         try:
-            raw = resources.files("doctor.compat").joinpath(f"{name}.toml").read_bytes()
+            raw = package_data("doctor.compat", f"{name}.toml")
         except FileNotFoundError:
             data[name] = {}
             continue
@@ -419,7 +432,7 @@ def bundled() -> Matrix:
             problems.append(f"compat/{name}.toml: {exc}")
             data[name] = {}
             continue
-        if compiled.get("sha256", {}).get(name) == hashlib.sha256(raw).hexdigest():
+        if compiled.get("sha256", {}).get(name) == _sha256(raw):
             data[name] = compiled["data"][name]
             continue
         tomllib = _toml()

@@ -287,8 +287,35 @@ _TABLE_PROCESS = lazy_compile(
     r"^\s*\|\s*(?P<gpu>\d{1,3})\s+(?:(?:N/A|\d{1,4})\s+(?:N/A|\d{1,4})\s+)?(?P<pid>\d{1,10})\s+"
     r"(?P<type>C\+G|C|G|M\+C|M)\s+(?P<name>.*?)\s+(?P<used>\d{1,9}MiB|N/A)\s*\|\s*$")
 # nvidia-smi -L: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-…)"
-_LIST_GPU = lazy_compile(
-    r"^\s*GPU\s+(?P<index>\d{1,3}):\s+(?P<name>.+?)\s+\(UUID:\s*(?P<uuid>GPU-[0-9a-fA-F-]{8,64})\)\s*$")
+# nvidia-smi -L: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-…)". Read in two anchored parts, the head and the
+# "(UUID: …)" tail, not as one pattern: "GPU 0:\s+(.+?)\s+\(UUID" lets three quantifiers share a run of spaces,
+# and a pasted line of a few thousand spaces took minutes (cubic).
+_LIST_GPU_HEAD = lazy_compile(r"\s*GPU\s+(?P<index>\d{1,3}):(?P<rest>.*)")
+_LIST_GPU_UUID = lazy_compile(r"\(UUID:\s*(?P<uuid>GPU-[0-9a-fA-F-]{8,64})\)\s*")
+
+
+def _list_gpu(line: str) -> tuple[int, str, str] | None:
+    """(index, name, uuid) of an `nvidia-smi -L` line; None for any other line. Linear in the line's length.
+
+    The name is what lies between the blanks after the colon and the blanks before "(UUID:" (both required);
+    the tail has no "(UUID:" inside it, so only the last one can end the line."""
+    head = _LIST_GPU_HEAD.fullmatch(line)
+    if head is None:
+        return None
+    rest = head.group("rest")
+    cut = rest.rfind("(UUID:")
+    tail = _LIST_GPU_UUID.fullmatch(rest, cut) if cut >= 0 else None
+    if tail is None:
+        return None
+    middle = rest[:cut]
+    name = middle.strip()
+    if not (middle[:1].isspace() and middle[-1:].isspace()):
+        return None
+    if not name:  # only blanks: the pattern this replaces took the last blank but one as the name
+        if len(middle) < 3:
+            return None
+        name = middle[-2]
+    return int(head.group("index")), name, tail.group("uuid")
 # nvidia-smi -q: "GPU 00000000:01:00.0" opens a GPU; "    Product Name    : X" are its fields.
 _Q_GPU = lazy_compile(rf"^GPU\s+(?P<bus>{_PCI_ID})\s*$")
 _Q_FIELD = lazy_compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][^:\n]{0,80}?)\s*:(?:\s(?P<value>.*))?$")
@@ -350,10 +377,10 @@ def parse_nvidia_smi_text(text: str) -> dict[str, Any]:
         _read_q(lines, gpus)
     if not gpus:
         for line in lines:
-            m = _LIST_GPU.match(line)
-            if m:
-                gpu = _smi_gpu_text(int(m.group("index")))
-                gpu["name"], gpu["uuid"], gpu["name_truncated"] = m.group("name"), m.group("uuid"), False
+            listed = _list_gpu(line)
+            if listed:
+                gpu = _smi_gpu_text(listed[0])
+                gpu["name"], gpu["uuid"], gpu["name_truncated"] = listed[1], listed[2], False
                 gpus.append(gpu)
     return result
 

@@ -28,11 +28,27 @@ if TYPE_CHECKING:  # the model is imported where it is used: `--help` of a comma
 # --- collect or load -----------------------------------------------------------------------------
 
 
-def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, deep_timeout: float = 60.0) -> Facts:
-    """The facts of the machine ``host`` reaches, from the probes."""
+def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, deep_timeout: float = 60.0,
+            meanwhile: Callable[[], object] | None = None) -> Facts:
+    """The facts of the machine ``host`` reaches, from the probes; ``meanwhile`` runs while their child processes
+    answer (see :func:`warm_up`)."""
     from doctor.probes import collect as probe
 
-    return probe(host, pythons=pythons, deep=deep, deep_timeout=deep_timeout)
+    return probe(host, pythons=pythons, deep=deep, deep_timeout=deep_timeout, meanwhile=meanwhile)
+
+
+def warm_up() -> None:
+    """Import what diagnosing, planning and rendering a report need, and read the bundled matrix: `check` runs
+    this while the probes' child processes (NVML, the Python environments) answer, so that their wait and this
+    start-up work overlap instead of adding up. Nothing here depends on the facts; the matrix read is the one
+    :func:`doctor.matrix.current` reads afterwards (cached for the process, as it always is)."""
+    import importlib
+
+    for module in ("doctor.engine", "doctor.checks", "doctor.fixplan", "doctor.render.fixline", "doctor.render.text"):
+        importlib.import_module(module)
+    from doctor.matrix import bundled
+
+    bundled()
 
 
 def sample_gpus(host: Host) -> GpuSample:

@@ -5,13 +5,14 @@ brings, and the planner that picks the newest working combination. Pure: data in
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # packaging costs ~50 ms to import: only the queries that compare specifiers import it
     from packaging.specifiers import SpecifierSet
 
 from doctor.matrix import Matrix, Row, cuda_in, driver_meets, driver_runs_cuda, is_branch, major_minor, vtuple
+from doctor.model.records import dataclass
 from doctor.platforms import PLATFORMS, for_gpus
 from doctor.platforms import gpu_platform as gpu_platform_of
 

@@ -9,12 +9,13 @@ a ``doctor.check_crashed`` finding instead of a traceback.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from doctor.matrix import Matrix
 from doctor.model.facts import Facts
 from doctor.model.findings import Evidence, Finding
+from doctor.model.records import dataclass
 from doctor.model.severity import worst
 
 

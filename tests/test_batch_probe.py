@@ -10,13 +10,23 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from doctor.active.torch_child import largest_fitting
-from doctor.active.torchmem import judge
+from doctor.checks.active import torchmem
+from doctor.model.facts_active import TorchRun, coerce
+from doctor.model.findings import Finding
+
+# The judges read the typed facts a runner records: each case below is given as the child reported it.
+
+
+def judge(run: dict[str, Any], timeout: float) -> list[Finding]:
+    return torchmem.judge(coerce(TorchRun, run), timeout)
+
 
 GPU_DOCTOR = Path(sys.executable).with_name("gpu-doctor")
 

@@ -4,21 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from factories import make_facts
+from factories import H100, make_facts
 
 from doctor.checks import by_id
 from doctor.model.facts_active import (
     ActiveEnd,
     ActiveFacts,
     ActiveGpu,
+    BatchTrial,
     DcgmDiag,
+    DcgmMessage,
+    DcgmTest,
     DriverTest,
+    FrameworkError,
+    FrameworkRun,
     FrameworkTest,
     GpuBurn,
     MultiGpu,
     NcclPlace,
     NcclRow,
     NcclTests,
+    NvLink,
     NvmlReading,
     PcieLink,
     PeerCopy,
@@ -49,6 +55,56 @@ def gpu(**kw: Any) -> ActiveGpu:
 
 def titles(found: list[Finding], severity: str | None = None) -> list[str]:
     return [f.title for f in found if severity is None or f.severity == severity]
+
+
+# docs/checks.md's example of each active-test check (scripts/gen_checks_doc.py): what `smoke` / `oom` and the
+# tools they hand over to recorded (facts `active`), one thing wrong in each.
+GIB = 1 << 30
+_EXITED = ActiveEnd(event="exit", returncode=0)
+
+
+def _active(**kw: Any) -> Any:
+    return make_facts(active=ActiveFacts(**kw))
+
+
+def _driver_test(mode: str, *gpus: ActiveGpu, multi: MultiGpu | None = None) -> DriverTest:
+    return DriverTest(mode=mode, device_count=len(gpus), gpus=list(gpus), multi_gpu=multi, done=True, end=_EXITED,
+                      cuda_driver_version=12040)
+
+
+_NVLINK = {"0": [NvLink(0, True, 4, "00000000:2A:00.0"), NvLink(1, False, 4, "00000000:2A:00.0")],
+           "1": [NvLink(0, True, 4, "00000000:18:00.0"), NvLink(1, False, 4, "00000000:18:00.0")]}
+DOC_EXAMPLES: dict[str, tuple[str, Any]] = {
+    "active.smoke": ("an A100 whose copy kernel reaches 700 GB/s", _active(smoke=_driver_test("smoke", ActiveGpu(
+        0, name=A100, nvml_before=NvmlReading(name=A100), context_created=True, saxpy=Verified(1 << 20, 0),
+        device_gbs=700.0)))),
+    "active.oom": ("half of an A10's memory used by another container NVML cannot see", _active(oom=_driver_test(
+        "oom", ActiveGpu(0, name="NVIDIA A10", refused=True, refused_reason="memory_in_use", nvml_before=NvmlReading(
+            name="NVIDIA A10", memory_total=24 * GIB, memory_used=12 * GIB, processes=None))))),
+    "active.multi_gpu": ("two H100s with one of their NVLink links down", _active(smoke=_driver_test(
+        "smoke", ActiveGpu(0, name=H100.name), ActiveGpu(1, name=H100.name), multi=MultiGpu(
+            gpus=[0, 1], bus_ids={"0": "00000000:18:00.0", "1": "00000000:2A:00.0"}, topology={"0-1": 40},
+            nvlinks=_NVLINK, can_access_peer={"0>1": True, "1>0": True})))),
+    "active.frameworks": ("a CPU-only torch build", _active(frameworks=FrameworkTest(
+        pythons=["/venv/bin/python"], requested=["torch"], runs=[FrameworkRun(
+            "torch", "/venv/bin/python", installed=True, version="2.13.0+cpu", ok=False, end=_EXITED,
+            error=FrameworkError("AssertionError", "AssertionError: Torch not compiled with CUDA enabled",
+                                 "a tensor on cuda:0"))]))),
+    "active.torch": ("a model whose batch of 1 does not fit", _active(torch=[TorchRun(
+        "batch", "/venv/bin/python", installed=True, version="2.5.1+cu124", gpu_name="NVIDIA A10", ok=True,
+        largest_batch=0, cap=4096, end=_EXITED, trials=[BatchTrial(1, False, 23 * GIB, 23 * GIB)])])),
+    "active.gpu_burn": ("gpu-burn marks GPU 1 FAULTY and exits 0", _active(gpu_burn=GpuBurn(
+        command=["gpu_burn", "60"], seconds=60, returncode=0, tested=2, verdicts={"0": "OK", "1": "FAULTY"},
+        last_errors=[0, 4096], temps=[71, 74], aborted=False))),
+    "active.dcgm": ("DCGM's memory test fails on GPU 1", _active(dcgm=DcgmDiag(
+        level=1, returncode=226, version="3.3.5", table=True, tests=[DcgmTest(
+            "Hardware", "GPU Memory", "Fail", "GPU1", [DcgmMessage(
+                "Error", "GPU 1: Memory test failed: 12 miscompares. Drain the GPU and reset it.")])]))),
+    "active.nccl_tests": ("an all-reduce that returns wrong sums", _active(nccl_tests=NcclTests(
+        argv=["all_reduce_perf", "-b", "8", "-e", "1G", "-f", "2", "-g", "8"], returncode=0, old_format=False,
+        rows=[NcclRow(1 << 30, 1 << 28, "float", "sum", -1, NcclPlace(9000.0, 119.3, 208.8, 3),
+                      NcclPlace(8990.0, 119.4, 209.0, 0))], out_of_bounds=0, avg_busbw=150.2))),
+}
 
 
 def test_active_checks_are_not_applicable_without_recorded_tests() -> None:
@@ -160,3 +216,65 @@ def test_an_incomplete_recorded_test_is_skipped_not_crashed() -> None:
     assert "crashed" not in statuses.values()
     assert statuses["active.smoke"] == "skipped"
     assert next(c.reason for c in report.checks if c.id == "active.smoke").startswith("the recorded test is incomplete")
+
+
+# --- the judges read the typed facts as the runners record them ------------------------------------------
+
+
+def test_nccl_tests_wrong_elements_fail_as_recorded() -> None:
+    """The runner records #wrong through the facts' types (a float column: old builds print an error there); a
+    count above zero in today's table is wrong sums, whatever type it was stored as."""
+    from doctor.model.facts_active import coerce
+
+    place = {"time_us": 1e5, "algbw": 5.0, "busbw": 5.0, "wrong": 0}
+    reported = {"rows": [{"size": 1 << 30, "count": 1 << 28, "type": "float", "redop": "sum", "root": -1,
+                          "out_of_place": place, "in_place": {**place, "wrong": 3}}],
+                "out_of_bounds": 0, "old_format": False, "returncode": 0}
+    status, found = run("active.nccl_tests", nccl_tests=coerce(NcclTests, reported))
+    assert status == "fail"
+    assert [(f.code, f.title) for f in found] == [
+        ("multigpu.nccl_wrong_results", "all_reduce_perf: 3 wrong element(s) at 1,073,741,824 B (in-place, float sum)")]
+
+
+def test_a_framework_child_that_died_before_reporting_is_a_crash_not_a_missing_framework() -> None:
+    from doctor.model.facts_active import FrameworkRun
+
+    died = ActiveEnd(event="exit", returncode=-11, stderr="Segmentation fault")
+    status, found = run("active.frameworks", frameworks=FrameworkTest(
+        pythons=["/p"], requested=["torch"], runs=[FrameworkRun("torch", "/p", last_step="import torch", end=died)]))
+    assert status == "fail"
+    assert [(f.code, f.title) for f in found] == [
+        ("framework.gpu_smoke_failed", "torch in /p: the test process died (exit -11) at: import torch")]
+    status, found = run("active.torch", torch=[TorchRun(mode="oom", python="/p", last_step="import torch", end=died)])
+    assert status == "fail" and [f.code for f in found] == ["framework.gpu_smoke_failed"]
+
+
+def test_a_hang_before_any_gpu_resets_gpu_0() -> None:
+    hung = DriverTest(mode="smoke", last_step="cuInit", end=ActiveEnd(event="hang", silent_for=30.0, reaped=True))
+    status, found = run("active.smoke", smoke=hung)
+    (f,) = found
+    assert (status, f.code) == ("fail", "gpu.hang")
+    assert "could not be killed" not in f.detail
+    assert f.fix is not None and f.fix.steps[-1].command == ["nvidia-smi", "--gpu-reset", "-i", "0"]
+
+
+def _imported_by_check(tmp_path: Any, **active: Any) -> list[str]:
+    """The doctor.active* and doctor.checks.active.* modules `gpu-doctor check --facts` imports for a snapshot."""
+    import subprocess
+    import sys
+
+    snap = tmp_path / "facts.json"
+    snap.write_text(make_facts(active=ActiveFacts(**active) if active else None).to_json())
+    code = ("import sys, io, contextlib\nfrom doctor.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    try:\n        main(['check', '--facts', {str(snap)!r}])\n    except SystemExit:\n        pass\n"
+            "seen = [m for m in sys.modules if m.startswith(('doctor.active', 'doctor.checks.active.'))]\n"
+            "print(','.join(sorted(seen)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return [m for m in result.stdout.strip().split(",") if m]
+
+
+def test_check_imports_no_runner_and_only_the_judges_of_recorded_tests(tmp_path: Any) -> None:
+    assert _imported_by_check(tmp_path) == []
+    smoke = driver_test("smoke", gpu(saxpy=Verified(elements=4, wrong=0)))
+    assert _imported_by_check(tmp_path, smoke=smoke) == ["doctor.checks.active.cuerrors", "doctor.checks.active.gpu"]

@@ -140,12 +140,12 @@ def test_compiled_matrix_copy_is_current() -> None:
 def test_an_edited_toml_file_is_never_shadowed_by_the_compiled_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     from doctor import matrix
 
-    real = matrix.hashlib.sha256
+    real = matrix._sha256
 
-    def changed(data: bytes) -> Any:
+    def changed(data: bytes) -> str:
         return real(data + b"edited")
 
-    monkeypatch.setattr(matrix.hashlib, "sha256", changed)
+    monkeypatch.setattr(matrix, "_sha256", changed)
     matrix.bundled.cache_clear()
     try:
         fresh = matrix.bundled()
@@ -396,3 +396,13 @@ def test_r440_is_not_given_cuda_11_2_forward_compatibility() -> None:
     from doctor.matrix import driver_runs_cuda
 
     assert driver_runs_cuda(bundled(), "440.33.01", "11.2", gpu_segment="datacenter").rule == "too-old"
+
+
+def test_the_matrix_hash_is_sha256_without_hashlib() -> None:
+    """The compiled copy is trusted by its SHA-256; the built-in module gives hashlib's digest, byte for byte."""
+    import hashlib
+
+    from doctor import matrix
+
+    for data in (b"", b"abc", bytes(range(256)) * 999):
+        assert matrix._sha256(data) == hashlib.sha256(data).hexdigest()

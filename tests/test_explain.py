@@ -493,7 +493,7 @@ def test_a_huge_paste_is_bounded_and_still_finds_the_error_at_its_end() -> None:
 
 
 def test_smoke_and_cuda_error_tables_are_the_same_catalog() -> None:
-    from doctor.active import cuerrors, frameworks
+    from doctor.checks.active import cuerrors, frameworks
 
     data = bundled()
     assert {r["name"] for r in data.rows("errors", "cuda_error")} == set(cuerrors.MEANINGS)

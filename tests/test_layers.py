@@ -26,6 +26,16 @@ def test_the_import_contracts_hold() -> None:
     assert "0 broken" in result.stdout
 
 
+
+def test_no_contract_has_an_exception() -> None:
+    """The layering holds without listed exceptions (the active-test judges used to need one: they lived beside
+    their runners); an import that breaks a contract moves, it is not excused."""
+    import tomllib
+
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    assert len(contracts) >= 7
+    assert [c["name"] for c in contracts if c.get("ignore_imports")] == []
+
 def _cycles() -> list[list[str]]:
     import grimp
 

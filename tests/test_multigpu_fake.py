@@ -14,8 +14,24 @@ from test_smoke_fake import build_fakes, env_for, gpu_doctor
 
 from doctor.active.events import Outcome, Progress, last_outcome
 from doctor.active.gpu import Options, smoke_events
-from doctor.active.multigpu import expected_gbs, findings, topology_matrix
+from doctor.checks.active import multigpu
+from doctor.model.facts_active import MultiGpu, coerce
+from doctor.model.findings import Finding
 from doctor.pipeline import judged
+
+# The judges read the typed facts a runner records: each case below is given as the child reported it.
+
+
+def topology_matrix(mg: dict[str, Any]) -> dict[str, Any]:
+    return multigpu.topology_matrix(coerce(MultiGpu, mg))
+
+
+def expected_gbs(mg: dict[str, Any], a: int, b: int) -> tuple[float | None, str | None]:
+    return multigpu.expected_gbs(coerce(MultiGpu, mg), a, b)
+
+
+def findings(mg: dict[str, Any] | None) -> list[Finding]:
+    return multigpu.findings(coerce(MultiGpu, mg))
 
 H100 = "NVIDIA H100 80GB HBM3"
 

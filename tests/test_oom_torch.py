@@ -12,7 +12,16 @@ from typing import Any
 
 import pytest
 
-from doctor.active.torchmem import judge
+from doctor.checks.active import torchmem
+from doctor.model.facts_active import TorchRun, coerce
+from doctor.model.findings import Finding
+
+# The judges read the typed facts a runner records: each case below is given as the child reported it.
+
+
+def judge(run: dict[str, Any], timeout: float) -> list[Finding]:
+    return torchmem.judge(coerce(TorchRun, run), timeout)
+
 
 GPU_DOCTOR = Path(sys.executable).with_name("gpu-doctor")
 GIB = 1 << 30

@@ -487,11 +487,12 @@ def test_jaxlibs_local_tag_names_the_cudnn_it_needs_when_the_matrix_has_no_row()
 
 @pytest.mark.parametrize(("seen", "severity"), [(0, "warn"), (1, "info")])
 def test_an_all_reduce_with_no_gpu_is_a_warning_not_information(seen: int, severity: str) -> None:
-    from doctor.active.torchmem import error_finding
+    from doctor.checks.active.torchmem import error_finding
+    from doctor.model.facts_active import ActiveEnd, FrameworkError
 
     text = f"RuntimeError: the NCCL all-reduce needs ≥2 CUDA GPUs; torch 2.5.1+cu124 sees {seen}"
     f = error_finding("allreduce", "torch 2.5.1+cu124 in /venv/bin/python",
-                      {"text": text, "step": "torch.cuda.device_count()"}, {})
+                      FrameworkError(text=text, step="torch.cuda.device_count()"), ActiveEnd())
     assert (f.code, f.severity) == ("multigpu.nccl", severity)
 
 

@@ -54,6 +54,33 @@ def test_real_libcuda_answers_driver_api_12_2_and_no_device(live_report: dict) -
 
 @real_driver
 @pytest.mark.real_driver
+def test_real_nvml_driver_not_loaded_is_the_same_answer_without_pynvml() -> None:
+    """NVML's "Driver Not Loaded" is read straight from the library, before pynvml (most of the child's work) is
+    imported, and reads exactly as pynvml words it; pynvml's own answer on this machine is the same."""
+    from doctor.probes.base import child_script
+
+    probe = child_script("native_child.py") + (
+        "\nimport json\nout = {}\nprobe_nvml(out)\nprint(json.dumps([out, 'pynvml' in sys.modules]))\n"
+        "import pynvml\ntry:\n    pynvml.nvmlInit()\n"
+        "except pynvml.NVMLError as exc:\n    print(json.dumps(str(exc)))\n")
+    result = subprocess.run([sys.executable, "-c", probe.replace('if __name__ == "__main__":', "if False:")],
+                            capture_output=True, text=True, timeout=60, check=True)
+    fast, by_pynvml = result.stdout.splitlines()[-2:]
+    assert json.loads(fast) == [{"nvml_error": "Driver Not Loaded"}, False]
+    assert json.loads(by_pynvml) == "Driver Not Loaded"
+
+
+@real_driver
+@pytest.mark.real_driver
+def test_real_host_without_module_records_nvidia_smi_once(live_report: dict) -> None:
+    """No kernel module: nvidia-smi now starts beside NVML instead of after it; its failure is recorded once, as
+    before, with what it printed."""
+    smi = [e for e in live_report["facts"]["errors"] if e["probe"] == "nvidia-smi"]
+    assert len(smi) == 1 and "exit 9" in smi[0]["reason"]
+
+
+@real_driver
+@pytest.mark.real_driver
 def test_real_host_without_module_fails_driver_not_loaded(live_report: dict) -> None:
     mine = [f for f in live_report["findings"] if f["code"] == "driver.not_loaded"]
     assert [f["severity"] for f in mine] == ["fail"]
@@ -129,3 +156,36 @@ def test_check_does_not_import_frameworks_textual_or_requests() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_check_imports_none_of_the_start_up_costs_it_does_without() -> None:
+    """`check` on this machine leaves out what it was measured to pay for nothing (issue 23, benchmarks/peers.py):
+    concurrent.futures (logging, queue), importlib.resources (zipfile, tempfile), hashlib (OpenSSL), platform,
+    shutil (zlib, bz2, lzma, through argparse's formatter), the active-test runners and the TUI."""
+    code = (
+        "import sys, io, contextlib\n"
+        "from doctor.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['check', '--json'])\n"
+        "heavy = ('concurrent.futures', 'importlib.resources', 'zipfile', 'tempfile', 'hashlib', '_hashlib',\n"
+        "         'platform', 'shutil', 'lzma', 'bz2', 'doctor.active.runner', 'doctor.tui', 'pynvml')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                            env=env)
+    assert result.stdout.strip() == ""
+
+
+def test_check_imports_nothing_of_its_own_after_the_probes_answer() -> None:
+    """What `check` needs to diagnose, plan and render is imported by pipeline.warm_up while the probes' children
+    run: a module first imported after them would add its import time to every `check` again."""
+    modules = "print(sorted(m for m in sys.modules if m.startswith('doctor')))\n"
+    check = ("import sys, io, contextlib\nfrom doctor.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n    main(['check'])\n" + modules)
+    warm = ("import sys\nimport doctor.cli, doctor.commands.check, doctor.probes\nfrom doctor import pipeline\n"
+            "pipeline.warm_up()\n" + modules)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    seen = [set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                                          check=True, env=env).stdout.replace("'", '"'))) for code in (check, warm)]
+    assert seen[0] - seen[1] == set()

@@ -98,3 +98,26 @@ def test_collect_env_gpu_line_is_linear_in_inner_spaces() -> None:
     small, large = min(cost(SMALL) for _ in range(3)), min(cost(LARGE) for _ in range(3))
     assert large < FLOOR or large / max(small, 1e-6) < SLACK
     assert _gpu_line("GPU 3: NVIDIA H100 80GB HBM3 (UUID: GPU-5b3c)") == ("3", "NVIDIA H100 80GB HBM3")
+
+
+def test_nvidia_smi_list_line_is_linear_in_inner_spaces() -> None:
+    """`nvidia-smi -L` pasted with thousands of blanks after "GPU 0:" took over a minute at 4,000 (cubic); the name
+    and UUID still read as before."""
+    from doctor.parsers import _list_gpu, parse_nvidia_smi_text
+
+    def cost(n: int) -> float:
+        worst = 0.0
+        for line in ("GPU 0:" + " " * n + "a", "GPU 0: a" + " " * n + "b", "GPU 0: a" + " " * n + "(UUID: x",
+                     "GPU 0:" + " " * n + "(UUID: GPU-12345678)" + " " * n):
+            start = time.perf_counter()
+            _list_gpu(line)
+            worst = max(worst, time.perf_counter() - start)
+        return worst
+
+    small, large = min(cost(SMALL) for _ in range(3)), min(cost(LARGE) for _ in range(3))
+    assert large < FLOOR or large / max(small, 1e-6) < SLACK
+    listed = parse_nvidia_smi_text("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5b3c9d1e-0f2a-4b6c-8d7e-9f0a1b2c3d4e)\n")
+    assert [(g["name"], g["uuid"]) for g in listed["gpus"]] == [
+        ("NVIDIA H100 80GB HBM3", "GPU-5b3c9d1e-0f2a-4b6c-8d7e-9f0a1b2c3d4e")]
+    assert _list_gpu("GPU 1:  Tesla T4   (UUID: GPU-0123abcd)  ") == (1, "Tesla T4", "GPU-0123abcd")
+    assert _list_gpu("GPU 1: Tesla T4(UUID: GPU-0123abcd)") is None  # a blank before "(UUID:" is required

@@ -11,7 +11,17 @@ from typing import Any
 
 import pytest
 
-from doctor.active.frameworks import FALLBACK, classify, judge_run
+from doctor.checks.active import frameworks
+from doctor.checks.active.frameworks import FALLBACK, classify
+from doctor.model.facts_active import FrameworkRun, coerce
+from doctor.model.findings import Finding
+
+# The judges read the typed facts a runner records: each case below is given as the child reported it.
+
+
+def judge_run(run: dict[str, Any], timeout: float, matrix: Any = None) -> list[Finding]:
+    return frameworks.judge_run(coerce(FrameworkRun, run), timeout, matrix)
+
 
 TORCH_DRIVER_TOO_OLD = (  # c10/cuda/CUDAFunctions.cpp::device_count_impl (libc10_cuda.so 1.12.1 … 2.15.0)
     "The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by "

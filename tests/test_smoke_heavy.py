@@ -7,11 +7,22 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_smoke_fake import build_fakes, gpu_doctor
 
-from doctor.active.heavy import burn_findings, parse_gpu_burn
+from doctor.active.heavy import parse_gpu_burn
+from doctor.checks.active import gpuburn
+from doctor.model.facts_active import GpuBurn, coerce
+from doctor.model.findings import Finding
+
+# The judges read the typed facts a runner records: each case below is given as the child reported it.
+
+
+def burn_findings(parsed: dict[str, Any], returncode: int | None, seconds: int) -> list[Finding]:
+    return gpuburn.burn_findings(coerce(GpuBurn, parsed), returncode, seconds)
+
 
 # github.com/wilicc/gpu-burn/issues/12 ("gpu_burn always exits 0"): 16 GPUs FAULTY, `echo $?` printed 0.
 FAULTY_16 = """100.0%  proc'd: 18000 (6311 Gflop/s) - 12600 (6440 Gflop/s) - 11700 (6490 Gflop/s) - 11700 (6457 Gflop/s) - 11700 (6451 Gflop/s) - 10800 (6454 Gflop/s) - 10800 (6446 Gflop/s) - 10800 (6461 Gflop/s) - 10800 (6480 Gflop/s) - 10800 (6411 Gflop/s) - 10800 (6660 Gflop/s) - 11700 (6532 Gflop/s) - 10800 (6523 Gflop/s) - 10800 (6490 Gflop/s) - 10800 (6432 Gflop/s) - 10800 (6439 Gflop/s)   errors: 0 - -524288000  (WARNING!)- -524288000  (WARNING!)- -524288000  (WARNING!)- -524288000  (WARNING!)- 0 - 0 - 0 - 0 - -524288000  (WARNING!)- 0 - -524288000  (WARNING!)- 0 - 0 - -524288000  (WARNING!)- 0   temps: 51 C - 45 C - 48 C - 50 C - 49 C - 46 C - 46 C - 50 C - 51 C - 47 C - 46 C - 50 C - 50 C - 47 C - 47 C - 52 C 

@@ -8,14 +8,24 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_smoke_fake import build_fakes, gpu_doctor
 
-from doctor.active.dcgm import dcgm_events, diag_findings, level_for, parse_dcgmi_diag
+from doctor.active.dcgm import dcgm_events, level_for, parse_dcgmi_diag
 from doctor.active.events import Outcome, last_outcome
+from doctor.checks.active import dcgm
 from doctor.host import Host
+from doctor.model.facts_active import DcgmDiag, coerce
+from doctor.model.findings import Finding
 from doctor.pipeline import judged
+
+# The judges read the typed facts a runner records: each case below is given as the child reported it.
+
+
+def diag_findings(parsed: dict[str, Any], returncode: int | None, level: int) -> list[Finding]:
+    return dcgm.diag_findings(coerce(DcgmDiag, parsed), returncode, level)
 
 DATA = Path(__file__).parent / "data" / "dcgmi"
 PASS = DATA / "h100-3.3.8-r2-pass.txt"

@@ -12,9 +12,22 @@ from typing import Any
 import pytest
 
 from doctor.active.events import Outcome, last_outcome
-from doctor.active.nccltests import expected_busbw, nccl_events, nccl_findings, parse_all_reduce
+from doctor.active.nccltests import nccl_events, parse_all_reduce
+from doctor.checks.active import nccltests
 from doctor.host import Host
+from doctor.model.facts_active import MultiGpu, NcclTests, coerce
+from doctor.model.findings import Finding
 from doctor.pipeline import judged
+
+# The judges read the typed facts a runner records: each case below is given as the child reported it.
+
+
+def expected_busbw(mg: dict[str, Any] | None) -> tuple[float | None, str | None]:
+    return nccltests.expected_busbw(coerce(MultiGpu, mg))
+
+
+def nccl_findings(parsed: dict[str, Any], returncode: int | None, mg: dict[str, Any] | None) -> list[Finding]:
+    return nccltests.nccl_findings(coerce(NcclTests, parsed), returncode, coerce(MultiGpu, mg))
 
 REAL = Path(__file__).parent / "data" / "nccl-tests" / "16x-h100-2nodes-8B-8G.txt"
 LAST = ("  8589934592    2147483648     float     sum      -1    47535  180.71  338.82      0    47743  179.92  337.35"

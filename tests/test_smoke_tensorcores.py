@@ -15,9 +15,22 @@ import pytest
 
 from doctor.active import framework_child
 from doctor.active.events import Outcome
-from doctor.active.frameworks import framework_events, judge_run
-from doctor.active.judge import TENSOR_MIN_RATIO, tensor_core_findings, tensor_core_peak
+from doctor.active.frameworks import framework_events
+from doctor.checks.active import frameworks, gpu
+from doctor.checks.active.gpu import TENSOR_MIN_RATIO, tensor_core_peak
+from doctor.model.facts_active import FrameworkRun, TensorRate, coerce
+from doctor.model.findings import Finding
 from doctor.pipeline import judged
+
+# The judges read the typed facts a runner records: each case below is given as the child reported it.
+
+
+def judge_run(run: dict[str, Any], timeout: float, matrix: Any = None) -> list[Finding]:
+    return frameworks.judge_run(coerce(FrameworkRun, run), timeout, matrix)
+
+
+def tensor_core_findings(who: str, gpu_name: str | None, rates: dict[str, Any] | None, matrix: Any) -> list[Finding]:
+    return gpu.tensor_core_findings(who, gpu_name, coerce(dict[str, TensorRate], rates), matrix)
 
 
 class StubMatrix:

@@ -903,3 +903,63 @@ def test_fix_script_of_the_view_is_the_seam_function() -> None:
 
 def test_the_tui_and_the_engine_share_one_set_of_event_classes() -> None:
     assert (active.Progress, active.Log, active.Outcome) == (events.Progress, events.Log, events.Outcome)
+
+
+# --- start-up (issue 23: the first frame within 0.6 s; benchmarks/tui_speed.py measures it) -----------------------
+
+
+@pilot_test
+async def test_the_diagnosis_starts_once_the_first_frame_is_on_screen() -> None:
+    shown_then: list[bool] = []
+
+    def diagnose_fn(facts: Facts) -> Any:
+        from doctor.pipeline import diagnose
+
+        shown_then.append(app._shown)
+        return diagnose(facts)
+
+    calls: list[bool] = []  # `gpu-doctor tui` passes gc.enable: the collector is off until the first frame
+    app = RecordingApp(example_sources(), diagnose_fn=diagnose_fn, when_shown=lambda: calls.append(app._shown))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert shown_then == [True]  # it never took the interpreter from the thread drawing the first frame
+        assert calls == [True]
+        assert "NOT READY" in summary(app)
+
+
+@pilot_test
+async def test_the_key_bar_shows_the_keys_in_the_first_frame_and_recomposes_only_when_they_change() -> None:
+    class Toggling(RecordingApp):
+        exportable = True
+
+        def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+            return self.exportable if action == "export" else super().check_action(action, parameters)
+
+    app = Toggling(example_sources())
+    async with app.run_test(size=(120, 40)) as pilot:
+        keys = list(app.screen.query("FooterKey"))
+        assert [k.description for k in keys][:3] == ["Quit", "Help", "Fix"]  # type: ignore[attr-defined]
+        await settle(pilot)
+        await pilot.press("g", "t", "d", "tab")  # focus moves; the keys shown stay the same
+        await pilot.pause()
+        assert list(app.screen.query("FooterKey")) == keys  # the same widgets: not recomposed
+        app.exportable = False
+        app.refresh_bindings()
+        for _ in range(50):  # the bar recomposes after the next refresh
+            await pilot.pause(0.02)
+            shown = [k.description for k in app.screen.query("FooterKey")]  # type: ignore[attr-defined]
+            if "Export" not in shown:
+                break
+        assert "Export" not in shown and "Quit" in shown
+
+
+@pilot_test
+async def test_the_views_not_shown_at_first_make_their_widgets_when_shown() -> None:
+    app = RecordingApp(example_sources(), index=index_of("healthy-8x-h100"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert not app.query(DataTable) and not app.query(Log)  # not made for the first frame
+        await pilot.press("g")
+        assert app.query_one(DataTable).row_count == 8  # the report that came before the view was made
+        await pilot.press("t")
+        assert "Smoke test: not run" in str(app.query_one("#active-intro", Static).render())

@@ -332,3 +332,14 @@ def test_the_fix_view_folds_the_helpers_and_shows_the_first_step_early() -> None
     assert folded > 40 and "lines folded: options and helpers" in shown
     assert shown.splitlines().index("step_1() {") < 30  # in sight at 80×24, with the header's plan above it
     assert shown.splitlines()[:5] == script.splitlines()[:5]
+
+
+def test_the_tuis_first_frame_imports_neither_the_engine_nor_the_dialogs() -> None:
+    """What `gpu-doctor tui` imports before its first frame: Textual and the main screen, not the engine, the
+    model's classes, the renderers, the dialogs or their syntax highlighting (they come after it; issue 23)."""
+    code = ("import sys\nimport doctor.cli, doctor.commands.tui, doctor.tui.app\n"
+            "print(','.join(sorted(m for m in ('doctor.engine', 'doctor.model.facts', "
+            "'doctor.model.findings', 'doctor.render.text', 'doctor.tui.screens', 'pygments', 'rich.syntax', "
+            "'textual.widgets._data_table', 'textual.widgets._log') if m in sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == ""

@@ -8,7 +8,8 @@ default 1800) as its timeout, the level chosen from the budget: ≥ 1200 s → 3
 
 The plain-text table is parsed, not `-j`: no real JSON output of `dcgmi diag` was available to test a parser
 against (tests/data/dcgmi/SOURCES.md). A test row is `| <name> | Pass|Fail|Warn|Skip[ - All|…] |`, followed by
-`Info`/`Warning`/`Error` rows whose text DCGM wraps at 45 characters, mid-word, over continuation rows.
+`Info`/`Warning`/`Error` rows whose text DCGM wraps at 45 characters, mid-word, over continuation rows. What it
+read is recorded (facts ``active.dcgm``); :mod:`doctor.checks.active.dcgm` judges it.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from doctor.active.events import Event, Outcome, Progress
-from doctor.model.findings import Evidence, Finding, Fix, FixStep
 
 if TYPE_CHECKING:
     from doctor.host import Host
 
-AREA = "Diagnostics (DCGM)"
 DEFAULT_SECONDS = 1800
 DISCOVERY_TIMEOUT = 15.0
 MESSAGE_KINDS = ("Info", "Warning", "Error")
@@ -77,87 +76,6 @@ def parse_dcgmi_diag(text: str) -> dict[str, Any]:
     return out
 
 
-def _gpus_named(text: str) -> list[int]:
-    return sorted({int(g) for g in re.findall(r"\bGPU ?(\d+)\b", text)})
-
-
-def diag_findings(parsed: dict[str, Any], returncode: int | None, level: int) -> list[Finding]:
-    """Pure: each failed test → a failure per GPU DCGM names (with DCGM's own message), warnings → warnings,
-    skipped tests → one information line, everything passed → ok."""
-    ev = [Evidence("dcgmi.exit", returncode, "cmd:dcgmi diag"),
-          Evidence("dcgmi.version", parsed.get("version"), "cmd:dcgmi diag (Metadata)")]
-    out: list[Finding] = []
-    if not parsed["tests"]:
-        return [_f("gpu.dcgm_failed", "fail", f"dcgmi diag -r {level} gave no result table"
-                   + (f" (exit {returncode})" if returncode else ""),
-                   "DCGM could not run its diagnostic; its own output is in the evidence.", ev)]
-    skipped = []
-    for t in parsed["tests"]:
-        status = t["status"].lower()
-        per_gpu_fail = [g for g, s in t["gpus"].items() if s.lower() == "fail"]
-        per_gpu_warn = [g for g, s in t["gpus"].items() if s.lower() == "warn"]
-        if status == "fail" or per_gpu_fail:
-            problems = [m for m in t["messages"] if m["kind"] in ("Warning", "Error")] or t["messages"]
-            reported = False
-            for m in problems:
-                for g in _gpus_named(m["text"]) or [None]:
-                    who = f"GPU {g}" if g is not None else f"GPU(s) {t['scope'] or 'unnamed'}"
-                    out.append(_f("gpu.dcgm_failed", "fail", f"{who}: DCGM '{t['name']}' failed: {m['text']}",
-                                  f"dcgmi diag -r {level}, {t['category']} test '{t['name']}': "
-                                  f"{t['status']}{' - ' + t['scope'] if t['scope'] else ''}.",
-                                  [*ev, Evidence("dcgmi.test", {"name": t["name"], "status": t["status"]},
-                                                 "cmd:dcgmi diag")],
-                                  "Follow DCGM's advice above; for a hardware test that fails again after a GPU "
-                                  "reset, check the kernel log for Xid errors and RMA the GPU.",
-                                  [FixStep(["sh", "-c", "dmesg | grep -iE 'NVRM|Xid'"], root=True)]))
-                    reported = True
-            if not reported:
-                gpus = ", ".join(map(str, per_gpu_fail)) or t["scope"] or "unnamed"
-                out.append(_f("gpu.dcgm_failed", "fail", f"GPU(s) {gpus}: DCGM '{t['name']}' failed",
-                              "DCGM gave no message for this failure.", ev))
-        elif status == "warn" or per_gpu_warn:
-            msgs = [m["text"] for m in t["messages"]] or ["(no message)"]
-            for text in msgs:
-                who = ", ".join(f"GPU {g}" for g in (_gpus_named(text) or per_gpu_warn)) or "GPU(s)"
-                out.append(_f("gpu.dcgm_warning", "warn", f"{who}: DCGM '{t['name']}' warned: {text}", "", ev))
-        elif status == "skip":
-            skipped.append(t["name"])
-        else:
-            for m in t["messages"]:
-                if m["kind"] in ("Warning", "Error"):
-                    who = ", ".join(f"GPU {g}" for g in _gpus_named(m["text"])) or "GPU(s)"
-                    out.append(_f("gpu.dcgm_warning", "warn", f"{who}: DCGM '{t['name']}': {m['text']}", "", ev))
-    if skipped:
-        out.append(_f("gpu.dcgm", "info", f"DCGM skipped {len(skipped)} test(s): {', '.join(skipped)}",
-                      "A skipped test tested nothing: DCGM skips tests the GPU class does not support, tests "
-                      "that are not allowed (is_allowed), and, with --fail-early, everything after a failure.", ev))
-    if not any(f.severity in ("fail", "warn") for f in out):
-        passed = [t for t in parsed["tests"] if t["status"].lower() == "pass"]
-        out.insert(0, _f("gpu.dcgm", "ok", f"DCGM diag -r {level}: {len(passed)} test(s) passed"
-                         + (f" (DCGM {parsed['version']})" if parsed.get("version") else ""), evidence=ev))
-    return out
-
-
-def record_findings(rec: dict[str, Any]) -> list[Finding]:
-    """Pure: the findings of a recorded DCGM diagnostic (facts ``active.dcgm``): skipped, did not finish, or its
-    parsed table."""
-    level = rec.get("level") or 0
-    if rec.get("skipped"):
-        return [_f("gpu.dcgm", "info", f"DCGM diagnostics skipped: {rec['skipped']}",
-                   "Level 3 hands DCGM's diagnostic (`dcgmi diag`) the GPUs when DCGM is installed and its host engine "
-                   "runs (`systemctl start nvidia-dcgm`, or `nv-hostengine`).")]
-    if rec.get("error"):
-        return [_f("gpu.hang", "fail", f"dcgmi diag -r {level} did not finish: {rec['error']}",
-                   "DCGM ran past the time budget (--dcgm-seconds); a diagnostic that hangs points at a wedged "
-                   "GPU or link (NVIDIA/DCGM#247).", [Evidence("dcgmi.error", rec["error"], "cmd:dcgmi diag")])]
-    parsed = {"tests": [], **rec}
-    findings = diag_findings(parsed, rec.get("returncode"), level)
-    if not parsed["tests"]:
-        findings = [Finding(**{**f.__dict__, "evidence": [*f.evidence, Evidence(
-            "dcgmi.output", rec.get("output"), "cmd:dcgmi diag")]}) for f in findings]
-    return findings
-
-
 def dcgm_events(host: Host, seconds: int = DEFAULT_SECONDS) -> Iterator[Event]:
     level = level_for(seconds)
     if host.which("dcgmi") is None:
@@ -189,9 +107,3 @@ def _outcome(rec: dict[str, Any]) -> Outcome:
 
     summary = f"DCGM: skipped ({rec['skipped']})" if rec.get("skipped") else None
     return outcome(ActiveFacts(dcgm=coerce(DcgmDiag, rec)), {"dcgm": rec}, summary)
-
-
-def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
-       fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
-                   evidence=evidence or [], fix=Fix(fix, steps or []) if fix else None, area=AREA, check=code)

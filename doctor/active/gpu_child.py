@@ -45,7 +45,7 @@ FMA_A, FMA_B = 1.0, 0.25
 FMA_MAX_ITERS = 2_000_000  # keeps every value of fma.ptx an exact float (see its header)
 BLOCK = 256
 # The OOM probe runs only where the GPU's used memory is at most this (see refusal()); the same numbers are
-# in doctor/active/judge.py's explanation.
+# in doctor/checks/active/gpu.py's explanation (IDLE_TEXT).
 IDLE_USED_MIB = 512
 IDLE_USED_FRACTION = 0.02
 

@@ -11,6 +11,7 @@ import contextlib
 import os
 from typing import Any
 
+from doctor.model.facts_active import bus_key
 from doctor.probes.native_child import _THROTTLE_BITS, _process_name
 
 # nvml.h: NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, _UNCORRECTED = 1; NVML_VOLATILE_ECC = 0 (since the last
@@ -48,12 +49,12 @@ class Nvml:
         """The NVML handle of the GPU at this PCI address ("0000:3B:00.0" as CUDA prints it)."""
         if self.n is None:
             return None
-        want = _bus_key(bus_id)
+        want = bus_key(bus_id)
         count = self._call(self.n.nvmlDeviceGetCount) or 0
         for i in range(count):
             h = self._call(self.n.nvmlDeviceGetHandleByIndex, i)
             pci = self._call(self.n.nvmlDeviceGetPciInfo, h) if h is not None else None
-            if pci is not None and _bus_key(_text(pci.busId)) == want:
+            if pci is not None and bus_key(_text(pci.busId)) == want:
                 return h
         return None
 
@@ -130,19 +131,3 @@ class Nvml:
 
 def _text(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def bus_key(bus_id: str | None) -> tuple[int, ...] | None:
-    return _bus_key(bus_id)
-
-
-def _bus_key(bus_id: str | None) -> tuple[int, ...] | None:
-    """'00000000:3B:00.0' and '0000:3b:00.0' are the same address: (domain, bus, device, function)."""
-    if not bus_id:
-        return None
-    try:
-        domain, bus, rest = bus_id.strip().split(":")
-        dev, fn = rest.split(".")
-        return int(domain, 16), int(bus, 16), int(dev, 16), int(fn, 16)
-    except ValueError:
-        return None

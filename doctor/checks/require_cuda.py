@@ -10,9 +10,9 @@ CUDA 12.8 the nvidia/cuda images list no GeForce or TITAN brand. ``NVIDIA_DISABL
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from doctor.matrix import Matrix, Row, vtuple
+from doctor.model.records import dataclass
 
 # NVML's brands per market segment of compat/gpus.toml (nvmlBrandType: GEFORCE, TITAN, QUADRO, TESLA, NVIDIA, …)
 SEGMENT_BRANDS = {

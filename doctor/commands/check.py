@@ -148,13 +148,15 @@ def checked_python(host: Any, given: str) -> str:
     return given
 
 
-def collect_from_args(args: argparse.Namespace) -> Any:
+def collect_from_args(args: argparse.Namespace, meanwhile: Any = None) -> Any:
+    """This machine's facts; ``meanwhile`` (the caller's start-up work) runs while the probes' children answer."""
     from doctor import children
 
     children.prepare()  # the probes' commands follow: the reaper starts while they are imported
     from doctor.pipeline import collect
 
-    return collect(host_from_args(args), pythons=args.python, deep=args.deep, deep_timeout=args.deep_timeout)
+    return collect(host_from_args(args), pythons=args.python, deep=args.deep, deep_timeout=args.deep_timeout,
+                   meanwhile=meanwhile)
 
 
 def read_input(path: str, option: str) -> str:
@@ -272,7 +274,11 @@ def facts_to_check(args: argparse.Namespace) -> tuple[Any, Any]:
         return image, image.facts
     if args.collect_env:
         return None, facts_from_collect_env(args.collect_env)
-    return None, load_facts_file(args.facts) if args.facts else collect_from_args(args)
+    if args.facts:
+        return None, load_facts_file(args.facts)
+    from doctor.pipeline import warm_up
+
+    return None, collect_from_args(args, meanwhile=warm_up)
 
 
 def list_checks_text(registry: list[Any], width: int | None = None) -> str:

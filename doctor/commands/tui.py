@@ -48,11 +48,19 @@ def run(name: str, args: argparse.Namespace) -> int:
     sources, index, sampler = demo_sources(args) if name == "demo" else tui_sources(args)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(f"`gpu-doctor {name}` needs a terminal; `gpu-doctor check` prints the report instead")
-    from doctor.tui.app import DoctorApp
+    import gc
 
-    app = DoctorApp(sources, index=index, gpu_sampler=sampler)
-    end_on_hangup(app)
-    run_app(app)
+    # Start-up allocates much and frees little (Textual's import, the widgets, the first frame): the cyclic garbage
+    # collector would only walk it again and again. It is off until the first frame is on screen (issue 23).
+    gc.disable()
+    try:
+        from doctor.tui.app import DoctorApp
+
+        app = DoctorApp(sources, index=index, gpu_sampler=sampler, when_shown=gc.enable)
+        end_on_hangup(app)
+        run_app(app)
+    finally:
+        gc.enable()
     if app.return_code == HANGUP_EXIT or terminal_hung_up():
         from doctor.cli import detach_from_terminal
 
@@ -175,8 +183,9 @@ def demo_sources(args: argparse.Namespace) -> tuple[list[Source], int, None]:
     from doctor.examples import EXAMPLES
     from doctor.tui.model import Source
 
-    sources = [Source(title=e.title, description=e.description, facts=e.facts(), load=e.facts,
-                      origin=f"example {e.name}") for e in EXAMPLES]
+    # Each example is read and diagnosed by the app when it is shown (after the first frame), not all of them here.
+    sources = [Source(title=e.title, description=e.description, load=e.facts, origin=f"example {e.name}")
+               for e in EXAMPLES]
     index = next((i for i, e in enumerate(EXAMPLES) if e.name == args.example), 0)
     return sources, index, None
 

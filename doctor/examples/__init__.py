@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
-from doctor.model.facts import Facts, load_facts
+if TYPE_CHECKING:
+    from doctor.model.facts import Facts
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,8 @@ class Example:
         return resources.files(__name__).joinpath(f"{self.name}.json").read_text(encoding="utf-8")
 
     def facts(self) -> Facts:
+        from doctor.model.facts import load_facts  # the list is read by `demo`'s arguments; the model when loaded
+
         return load_facts(self.text())
 
 

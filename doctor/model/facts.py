@@ -13,15 +13,15 @@ import dataclasses
 import json
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any, TypeVar, Union, overload
 
 if TYPE_CHECKING:  # the active tests' facts are read only from a snapshot that has them (see _hints)
     from doctor.model.facts_active import ActiveFacts
+from doctor.model.records import dataclass
 from doctor.model.versions import cudnn_version
-from doctor.safeio import InputError, load_json
+from doctor.safeio import InputError, load_json, package_data
 
 FACTS_SCHEMA = "gpu-doctor.facts/v1"
 
@@ -364,7 +364,7 @@ def generate_facts_schema() -> dict[str, Any]:
 
 @cache
 def facts_schema() -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads(resources.files("doctor").joinpath("schemas/facts-v1.json").read_text())
+    schema: dict[str, Any] = json.loads(package_data("doctor", "schemas/facts-v1.json").decode("utf-8"))
     return schema
 
 

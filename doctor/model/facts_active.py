@@ -2,7 +2,7 @@
 
 Facts, not verdicts: every number is what a test measured, with the call or tool it came from
 (``source``) and the versions involved, and the error text where a step failed. The registered checks
-in :mod:`doctor.checks.active` judge them, so a snapshot with active results replays, diffs and
+in :mod:`doctor.checks.active` judge them, attribute by attribute, so a snapshot with active results replays, diffs and
 aggregates like every other fact. The section is optional (``Facts.active`` is None in a snapshot
 without active tests, and in every snapshot written before it existed).
 
@@ -68,6 +68,19 @@ class WrongElement:
 
 
 # --- the driver-API tests (smoke, oom) ---------------------------------------------------------
+
+
+def bus_key(bus_id: str | None) -> tuple[int, ...] | None:
+    """'00000000:3B:00.0' and '0000:3b:00.0' are the same PCI address: (domain, bus, device, function); None for
+    anything else. How a recorded NVLink's other end is matched to a tested GPU."""
+    if not bus_id:
+        return None
+    try:
+        domain, bus, rest = bus_id.strip().split(":")
+        dev, fn = rest.split(".")
+        return int(domain, 16), int(bus, 16), int(dev, 16), int(fn, 16)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -215,6 +228,10 @@ class DriverTest:
 
 
 # --- frameworks in the target environment ------------------------------------------------------
+
+# The watchdog of the framework and torch tests (their children's silence) unless --timeout says otherwise: what a
+# record that does not say how long it waited was run with.
+DEFAULT_CHILD_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -567,21 +584,6 @@ def _multi(mg: Any) -> Any:
         return None
     errs = mg.get("peer_enable_errors")
     return {**mg, "peer_enable_errors": errs if isinstance(errs, dict) else {}}
-
-
-def driver_results(test: DriverTest) -> dict[str, Any]:
-    """The inverse view the judges read: the results shape of :mod:`doctor.active.gpu` (plain dicts)."""
-    d = dataclasses.asdict(test)
-    glob = {k: d[k] for k in ("cuda_driver_version", "nvml_error", "missing_entry_points", "device_count")}
-    glob["multi_gpu"] = d["multi_gpu"]
-
-    def errs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{"step": e["step"], "error": {k: v for k, v in e.items() if k != "step"}} for e in items]
-
-    gpus = [{**g, "errors": errs(g["errors"])} for g in d["gpus"]]
-    return {"mode": test.mode, "global": glob, "errors": errs(d["errors"]), "gpus": gpus, "done": test.done,
-            "last_step": {"gpu": test.last_step_gpu, "step": test.last_step} if test.last_step is not None else None,
-            "end": d["end"]}
 
 
 # --- what fleet and diff compare ---------------------------------------------------------------

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, field, fields, is_dataclass
 from typing import Any, Literal
 
+from doctor.model.records import dataclass
 from doctor.model.remedy import Intent
 from doctor.model.severity import Severity
 

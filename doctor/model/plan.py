@@ -9,9 +9,10 @@ vocabulary's (:mod:`doctor.model.remedy`), the same classes a check's intents us
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from doctor.model.records import dataclass
 from doctor.model.remedy import Action, Manual, PipInstall, Reboot, ReinstallTorch
 
 PLAN_SCHEMA = "gpu-doctor.fixplan/v1"

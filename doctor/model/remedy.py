@@ -34,8 +34,10 @@ own ``Fix`` is the wording a :class:`Manual` step carries when no intent can exp
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from doctor.model.records import dataclass
 
 ASKED = {"side": "intent"}  # field metadata: a check's wish the plan does not repeat
 PLANNED = {"side": "plan"}  # field metadata: settled by the planner; absent from the check's intent

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from doctor.model.facts import Facts, generate_facts_schema, schema_for
 from doctor.model.findings import Finding
+from doctor.model.records import dataclass
 from doctor.model.severity import SEVERITY_RANK
 
 REPORT_SCHEMA = "gpu-doctor.report/v1"

@@ -8,8 +8,9 @@ evidence), which has a mark but no rank.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
+
+from doctor.model.records import dataclass
 
 Severity = Literal["fail", "warn", "info", "ok"]
 

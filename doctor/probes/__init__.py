@@ -7,36 +7,88 @@ nvcc) run concurrently; each has its own timeout, so the whole collection is bou
 from __future__ import annotations
 
 import datetime as _dt
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, Generic, TypeVar
 
 from doctor.host import Host
 from doctor.model.facts import ENV_NAMES, Facts
 from doctor.probes import cuda, driver, hostinfo, pyenvs
 from doctor.probes.base import Recorder
 
+T = TypeVar("T")
 
-def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, deep_timeout: float = 60.0) -> Facts:
+
+class _Task(Generic[T]):
+    """One probe running in a thread of its own; :meth:`result` waits for it and re-raises what it raised.
+
+    concurrent.futures would do the same, but importing it (logging, queue, traceback) costs ~10 ms of every
+    `check`'s start-up, for a handful of threads that each run one probe."""
+
+    def __init__(self, fn: Callable[..., T], *args: Any) -> None:
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, *args), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., T], *args: Any) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as exc:  # handed to whoever waits for the result, as a future does
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> T:
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+def _quick_probes(host: Host, rec: Recorder, nvcc_cache: dict[str, str | None]) -> tuple[Any, Any, Any]:
+    return hostinfo.probe_host(host, rec), cuda.probe_toolkits(host, rec, nvcc_cache), driver.probe_driver_logs(host)
+
+
+def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, deep_timeout: float = 60.0,
+            meanwhile: Callable[[], object] | None = None) -> Facts:
+    """The facts ``host`` reaches. ``meanwhile`` runs in this thread while the child processes answer (the caller's
+    own start-up work, e.g. importing the checks: otherwise this thread would only wait)."""
     rec = Recorder()
     nvcc_cache: dict[str, str | None] = {}
     loader = cuda.probe_loader(host, rec, nvcc_cache)
     targets = pyenvs.target_pythons(host, pythons or [], rec)
-    with ThreadPoolExecutor(max_workers=4 + len(targets)) as pool:
-        cudnn_path = loader.libcudnn.path if loader.libcudnn else None
-        native_f = pool.submit(driver.run_native, host, rec, cudnn_path)
-        host_f = pool.submit(hostinfo.probe_host, host, rec)
-        toolkits_f = pool.submit(cuda.probe_toolkits, host, rec, nvcc_cache)
-        env_fs = [pool.submit(pyenvs.probe_env, host, rec, exe, origin, deep, deep_timeout)
-                  for exe, origin in targets]
-        native = native_f.result()
-        # nvidia-smi only adds something when NVML gave no GPU list (it wraps the same library).
-        # nvidia-smi adds the GPU list when NVML gave none, and the driver's CUDA version when libcuda could
-        # not be asked (an inspected image, a broken libcuda).
-        smi = (driver.run_smi(host, rec)
+    cudnn_path = loader.libcudnn.path if loader.libcudnn else None
+    tasks: list[_Task[Any]] = []
+
+    def start(fn: Callable[..., T], *args: Any) -> _Task[T]:
+        tasks.append(_Task(fn, *args))
+        return tasks[-1]
+
+    try:
+        # The two slowest first (each starts an interpreter): NVML and libcuda, and the Python environments.
+        native_t = start(driver.run_native, host, rec, cudnn_path)
+        env_ts = [start(pyenvs.probe_env, host, rec, exe, origin, deep, deep_timeout) for exe, origin in targets]
+        # nvidia-smi adds the GPU list when NVML gave none, and the driver's CUDA version when libcuda could not
+        # be asked. Where NVML cannot give one (no kernel module), it starts now rather than after NVML's answer.
+        smi_t = start(driver.smi_output, host) if driver.nvml_cannot_list(host) else None
+        # The quick probes, one after another in one thread: each thread started costs this one a wait for the
+        # interpreter's lock while the others run, and these end long before NVML's child does.
+        quick_t = start(_quick_probes, host, rec, nvcc_cache)
+        if meanwhile is not None:
+            meanwhile()
+        native = native_t.result()
+        smi_early = smi_t.result() if smi_t is not None else None
+        smi = (driver.run_smi(host, rec, smi_early)
                if not (native and native.get("gpus") and native.get("cuda_driver_version_int")) else None)
-        host_info = host_f.result()
-        envs = [f.result() for f in env_fs]
-        toolkits = toolkits_f.result() + cuda.pip_toolkits(envs)
+        host_info, found_toolkits, logs = quick_t.result()
+        envs = [t.result() for t in env_ts]
+        toolkits = found_toolkits + cuda.pip_toolkits(envs)
+    finally:  # as a pool would: no probe thread outlives the collection, even when one of them failed
+        for task in tasks:
+            task.wait()
     # Which probes ran: a fact that is absent after its probe ran is "absent"; without it, "unknown"
     # (a snapshot parsed from a bug report has only what the report said).
     rec.source("driver", "probes: /proc/driver/nvidia/version, /proc/modules, NVML, libcuda, nvidia-smi, dpkg/rpm")
@@ -44,7 +96,7 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
     pci = driver.scan_pci(host, rec)
     host_info = replace(host_info, pci_nvidia_gpus=None if pci is None else len(pci))
     gpus = driver.probe_gpus(host, rec, native, smi)
-    drv = driver.probe_driver(host, rec, native, loader, smi, host_info.kernel)
+    drv = driver.probe_driver(host, rec, native, loader, smi, host_info.kernel, logs)
     cudnn_int = (native or {}).get("cudnn_version_int")
     cudnns = cuda.probe_cudnn(host, rec, toolkits, loader, envs, cudnn_int if isinstance(cudnn_int, int) else None)
     if not targets:

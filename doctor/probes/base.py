@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from doctor.host import Host
 from doctor.model.facts import ProbeError
-from doctor.safeio import InputError, load_json
+from doctor.safeio import InputError, load_json, package_data
 
 
 @dataclass
@@ -25,25 +24,42 @@ class Recorder:
     def source(self, fact: str, source: str) -> None:
         self.sources.setdefault(fact, source)
 
+    def merge(self, other: Recorder) -> None:
+        """What a probe run beside the others recorded on its own, as if recorded here now."""
+        self.errors.extend(other.errors)
+        for fact, source in other.sources.items():
+            self.source(fact, source)
+
 
 def child_script(name: str) -> str:
     """The source text of one of our child-process scripts (run with ``python -c``)."""
-    return resources.files("doctor.probes").joinpath(name).read_text()
+    return package_data("doctor.probes", name).decode("utf-8")
 
 
 MARKER = "\n@@GPU-DOCTOR@@"
 
 
 def run_python_child(
-    host: Host, python: str, script: str, args: list[str], timeout: float, probe: str, rec: Recorder
+    host: Host, python: str, script: str, args: list[str], timeout: float, probe: str, rec: Recorder,
+    own: bool = False,
 ) -> dict[str, Any] | None:
-    """Run one of our scripts in an interpreter and merge the JSON sections it prints after the marker.
+    """Run one of our scripts in an interpreter and merge the JSON sections it prints after the marker. ``own``:
+    the interpreter is gpu-doctor's own (:func:`own_python`).
 
     The marker protects against a sitecustomize or framework that prints on import. A child that
     times out still contributes the sections it printed before it hung; the error names the part
     that did not answer.
     """
-    result = host.run([python, "-c", child_script(script), *args], timeout)
+    if own:
+        # gpu-doctor's own interpreter: its import path is this process's, so the child starts without the site
+        # module (-S: no .pth files, no sitecustomize, ~10-20 ms of its start) and is handed that path instead.
+        path = [p for p in sys.path[1:] if isinstance(p, str)]
+        source = (f"import sys\nsys.path += [p for p in {path!r} if p not in sys.path]\n"
+                  f"exec(compile({child_script(script)!r}, {script!r}, 'exec'))")
+        argv = [python, "-S", "-c", source, *args]
+    else:
+        argv = [python, "-c", child_script(script), *args]
+    result = host.run(argv, timeout)
     merged: dict[str, Any] = {}
     sections = []
     for chunk in result.stdout.split(MARKER.strip())[1:]:

@@ -167,8 +167,9 @@ def library_index(host: Host, rec: Recorder) -> list[tuple[str, str, str]]:
 
 def _resolve(host: Host, index: Iterable[tuple[str, str, str]], pattern: str) -> LibRef | None:
     rx = re.compile(pattern)
+    head = pattern.split("\\", 1)[0]  # the literal start ("libcudart"): most of ldconfig's ~1,000 names fail it
     for name, path, _origin in index:
-        if rx.fullmatch(name):
+        if name.startswith(head) and rx.fullmatch(name):
             real = host.realpath(path)
             version = parsers.lib_version_from_name(os.path.basename(real)) or parsers.lib_version_from_name(name)
             return LibRef(path=path, version=version, stub="/stubs/" in real or "/stubs/" in path)
@@ -204,15 +205,15 @@ def probe_cudnn(host: Host, rec: Recorder, toolkits: list[Toolkit], loader: Load
 
     dirs = [*HEADER_DIRS, *(f"{t.root}/include" for t in toolkits if t.source != "pip")]
     for d in dirs:
-        for name in host.listdir(d):
-            if re.fullmatch(r"cudnn_version(_v\d+)?\.h|cudnn(_v\d+)?\.h", name):
+        for name in host.listdir(d):  # /usr/include holds thousands of headers: the prefix test first
+            if name.startswith("cudnn") and re.fullmatch(r"cudnn_version(_v\d+)?\.h|cudnn(_v\d+)?\.h", name):
                 text = host.try_read(f"{d}/{name}")
                 add(parsers.parse_cudnn_header(text or ""), f"{d}/{name}", "header")
     lib_dirs = [*MULTIARCH_DIRS, *(f"{t.root}/lib64" for t in toolkits if t.source != "pip")]
     lib_dirs += [d for d in (host.getenv("LD_LIBRARY_PATH") or "").split(":") if d]
     for d in dict.fromkeys(lib_dirs):
         for name in host.listdir(d):
-            m = re.fullmatch(r"libcudnn\.so\.(\d+\.\d+\.\d+)", name)
+            m = re.fullmatch(r"libcudnn\.so\.(\d+\.\d+\.\d+)", name) if name.startswith("libcudnn.so.") else None
             if m:
                 add(m.group(1), f"{d}/{name}", "library")
     if cudnn_int and loader.libcudnn:

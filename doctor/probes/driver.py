@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from doctor import parsers
-from doctor.host import Host
+from doctor.host import CmdResult, Host
 from doctor.model.facts import DriverInfo, Gpu, GpuProcess, LoaderInfo, MigDevice, Package, XidEvent
 from doctor.probes.base import Recorder, own_python, run_python_child
 from doctor.safeio import lazy_compile
@@ -25,11 +25,22 @@ def run_native(host: Host, rec: Recorder, cudnn_path: str | None) -> dict[str, A
         rec.error("native", "--root: the driver libraries of an inspected image are not called")
         return None
     args = ["--cudnn", cudnn_path] if cudnn_path else []
-    return run_python_child(host, own_python(), "native_child.py", args, host.timeout, "native", rec)
+    return run_python_child(host, own_python(), "native_child.py", args, host.timeout, "native", rec, own=True)
+
+
+Logs = tuple[list[Package], list[XidEvent], Recorder]
+
+
+def probe_driver_logs(host: Host) -> Logs:
+    """The driver's packages (dpkg's status file, pacman, rpm) and the kernel log's Xid events: what needs
+    neither NVML nor nvidia-smi, so it runs beside them (dmesg is a child process). What it learned about its
+    sources and errors is in its own recorder, merged where :func:`probe_driver` would have recorded it."""
+    sub = Recorder()
+    return _packages(host, sub), _xids(host, sub), sub
 
 
 def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loader: LoaderInfo,
-                 smi: dict[str, Any] | None, kernel: str | None) -> DriverInfo:
+                 smi: dict[str, Any] | None, kernel: str | None, logs: Logs | None = None) -> DriverInfo:
     native = native or {}
     proc = host.try_read("/proc/driver/nvidia/version")
     parsed = parsers.parse_proc_driver_version(proc) if proc else {}
@@ -75,24 +86,28 @@ def probe_driver(host: Host, rec: Recorder, native: dict[str, Any] | None, loade
         rec.source("driver.smi_cuda_version", "cmd:nvidia-smi -q -x (<cuda_version>)")
     running = kernel
     next_boot = _next_boot_kernel(host)
+    userspace = _userspace(native, loader, smi, rec)
+    secure_boot = _secure_boot(host, rec)
+    packages, xids, sub = logs if logs is not None else probe_driver_logs(host)
+    rec.merge(sub)  # in the order these facts were always recorded: the packages' and the kernel log's last
     return DriverInfo(
         kernel_module=kernel_module,
         module_loaded=module_loaded,
-        userspace=_userspace(native, loader, smi, rec),
+        userspace=userspace,
         cuda_driver_api=parsers.cuda_version_from_int(cuda_int) if isinstance(cuda_int, int) else None,
         smi_cuda_version=smi_cuda,
         cuda_init_error=cuinit,
         nvml_error=native.get("nvml_error"),
         module_flavor=flavor,
         nouveau_loaded=None if loaded_names is None else "nouveau" in loaded_names,
-        secure_boot=_secure_boot(host, rec),
+        secure_boot=secure_boot,
         running_kernel=running,
         module_for_running_kernel=_module_installed(host, running),
         next_boot_kernel=next_boot,
         module_for_next_boot_kernel=_module_installed(host, next_boot),
-        packages=_packages(host, rec),
+        packages=packages,
         device_nodes=host.glob("/dev/nvidia*"),
-        xid_events=_xids(host, rec),
+        xid_events=xids,
     )
 
 
@@ -277,10 +292,28 @@ def _xids(host: Host, rec: Recorder) -> list[XidEvent]:
 # --- GPUs -------------------------------------------------------------------------------------
 
 
-def run_smi(host: Host, rec: Recorder) -> dict[str, Any] | None:
+SMI_ARGV = ("nvidia-smi", "-q", "-x")
+
+
+def nvml_cannot_list(host: Host) -> bool:
+    """Whether NVML is sure to list no GPU here, so that nvidia-smi's answer will be needed: a live host whose
+    kernel module is not loaded (no /proc/driver/nvidia) outside WSL (where NVML works through dxgkrnl)."""
+    return (host.live and not host.exists("/proc/driver/nvidia/version") and not host.exists("/usr/lib/wsl/lib")
+            and host.which("nvidia-smi") is not None)
+
+
+def smi_output(host: Host) -> CmdResult | None:
+    """What `nvidia-smi -q -x` printed; None when there is no nvidia-smi."""
     if host.which("nvidia-smi") is None:
         return None
-    result = host.run(["nvidia-smi", "-q", "-x"])
+    return host.run(list(SMI_ARGV))
+
+
+def run_smi(host: Host, rec: Recorder, result: CmdResult | None = None) -> dict[str, Any] | None:
+    """nvidia-smi's facts: from ``result`` when it already ran (started early beside NVML), else run now."""
+    result = result or smi_output(host)
+    if result is None:
+        return None
     if not result.ok:
         rec.error("nvidia-smi", result.describe())
         return None

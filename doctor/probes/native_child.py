@@ -9,11 +9,14 @@ Usage: python native_child.py [--cudnn PATH]
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import json
 import sys
-from typing import Any
+
+# What this child imports is its start-up, on the critical path of every `check`: no json (re, enum), contextlib
+# or typing (~15 ms together with -S); the annotations are never evaluated.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CUDA_ERROR_NAMES = {
     0: "CUDA_SUCCESS",
@@ -79,9 +82,67 @@ def probe_cuda(out: dict[str, Any]) -> None:
             out["cuda_devices"] = ccs
 
 
-def probe_nvml(out: dict[str, Any]) -> None:
+NVML_ERROR_DRIVER_NOT_LOADED = 9  # nvml.h; pynvml's text for it, and the library's own (nvmlErrorString)
+
+
+def _nvml_first_init() -> tuple[Any, int] | None:
+    """(the library, nvmlInitWithFlags(0)'s return code) when libnvidia-ml.so.1 loads and pynvml can be imported;
+    None otherwise (then pynvml does everything and says what failed).
+
+    Why before pynvml: on a machine whose kernel driver is not loaded, the most common case gpu-doctor diagnoses,
+    this answer is all NVML gives, and importing pynvml (~60 ms, most of this process's work) would only wrap it.
+    The library is the one pynvml loads (the same soname, so the same handle): when the call succeeds, pynvml's
+    own nvmlInit only adds a reference, and the matching nvmlShutdown is called at the end."""
+    if not any(_finds(f, "pynvml") for f in sys.meta_path):
+        return None  # "pynvml not importable" is pynvml's path to say, with its reason
     try:
-        import pynvml as n
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        return lib, int(lib.nvmlInitWithFlags(0))
+    except (OSError, AttributeError):  # no library, or one without nvmlInitWithFlags: pynvml tells
+        return None
+
+
+def _finds(finder: Any, name: str) -> bool:
+    find_spec = getattr(finder, "find_spec", None)
+    try:
+        return find_spec is not None and find_spec(name, None) is not None
+    except Exception:  # a broken import hook: let the import itself say so
+        return True
+
+
+def probe_nvml(out: dict[str, Any]) -> None:
+    first = _nvml_first_init()
+    if first is not None and first[1] == NVML_ERROR_DRIVER_NOT_LOADED:
+        out["nvml_error"] = "Driver Not Loaded"
+        return
+    try:
+        _probe_nvml(out)
+    finally:
+        if first is not None and first[1] == 0:
+            try:  # noqa: SIM105  (contextlib is not imported here: see the imports)
+                first[0].nvmlShutdown()
+            except Exception:  # the answer is already learned; a failing shutdown changes nothing of it
+                pass
+
+
+def _import_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError:
+        if not sys.flags.no_site:
+            raise
+        # Started without the site module (-S) and handed the parent's import path: a pynvml that only a .pth
+        # file's code makes importable still is, once the site module has run.
+        import site
+
+        site.main()
+        import pynvml
+    return pynvml
+
+
+def _probe_nvml(out: dict[str, Any]) -> None:
+    try:
+        n = _import_pynvml()
     except ImportError as exc:
         out["nvml_error"] = f"pynvml not importable: {exc}"
         return
@@ -110,8 +171,10 @@ def probe_nvml(out: dict[str, Any]) -> None:
     except n.NVMLError as exc:
         out["nvml_error"] = str(exc)
     finally:
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105  (contextlib is not imported here: see the imports)
             n.nvmlShutdown()
+        except Exception:  # the answer is already learned; a failing shutdown changes nothing of it
+            pass
 
 
 def _call(fn: Any, *args: Any) -> Any:
@@ -221,8 +284,50 @@ def probe_cudnn(out: dict[str, Any], path: str) -> None:
 def emit(section: str, out: dict[str, Any]) -> None:
     """Print one section as soon as it is known: if a later call hangs and the parent kills us, what
     was already learned survives (the parent reads every section that arrived)."""
-    sys.stdout.write("\n@@GPU-DOCTOR@@" + json.dumps({"section": section, **out}))
+    sys.stdout.write("\n@@GPU-DOCTOR@@" + dumps({"section": section, **out}))
     sys.stdout.flush()
+
+
+class _NotPlain(Exception):
+    """A value :func:`dumps` leaves to the json module."""
+
+
+def dumps(value: Any) -> str:
+    """``json.dumps(value)``, the same text, for the plain values this child prints (dicts with string keys,
+    lists, strings, ints, finite floats, booleans, None) without importing json; anything else goes to json."""
+    try:
+        from _json import encode_basestring_ascii as quote
+    except ImportError:
+        quote = None
+    if quote is not None:
+        try:
+            return _plain(value, quote)
+        except _NotPlain:
+            pass
+    import json
+
+    return json.dumps(value)
+
+
+def _plain(value: Any, quote: Any) -> str:
+    kind = type(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float and value == value and value not in (float("inf"), float("-inf")):
+        return float.__repr__(value)
+    if kind is str:
+        return str(quote(value))
+    if kind is list or kind is tuple:
+        return "[" + ", ".join(_plain(v, quote) for v in value) + "]"
+    if kind is dict and all(type(k) is str for k in value):
+        return "{" + ", ".join(f"{quote(k)}: {_plain(v, quote)}" for k, v in value.items()) + "}"
+    raise _NotPlain
 
 
 def main(argv: list[str]) -> int:

@@ -12,13 +12,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from doctor.active.events import Event, Log, Outcome, Progress
-from doctor.model.facts import Facts
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from doctor.active.events import Event, Log, Outcome, Progress
     from doctor.active.gpu import Options
+    from doctor.model.facts import Facts
+
+_EVENTS = ("Event", "Log", "Outcome", "Progress")
+
+
+def __getattr__(name: str) -> Any:
+    """The engine's event classes, imported when first asked for (a test's events, after the first frame): the
+    TUI's first frame needs the descriptors below, not the engine's model (issue 23, start-up)."""
+    if name in _EVENTS:
+        from doctor.active import events
+
+        globals().update({n: getattr(events, n) for n in _EVENTS})
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["NOT_AVAILABLE", "OOM", "SMOKE", "TESTS", "ActiveTest", "Event", "Log", "Outcome", "Progress", "Runner",
            "engine_runner", "result_line", "unavailable_reason"]
@@ -44,7 +57,7 @@ OOM = ActiveTest(
             "fail with 'out of memory' meanwhile (it refuses to start where other processes compute). Run it?")
 TESTS: tuple[ActiveTest, ...] = (SMOKE, OOM)
 
-Runner = Callable[[ActiveTest, Facts], Iterator[Event]]
+Runner = Callable[[ActiveTest, "Facts"], Iterator["Event"]]
 
 NOT_AVAILABLE = "active tests are switched off in this session"
 

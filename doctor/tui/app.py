@@ -11,29 +11,37 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import enum
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import DataTable, Footer, Log, Static, TabbedContent, TabPane, Tabs, Tree
+from textual.widgets import Static, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from doctor.model.facts import Facts
-from doctor.model.findings import Finding
-from doctor.model.live import GpuSample
-from doctor.model.report import Report
-from doctor.pipeline import diagnose
 from doctor.safeio import visible
-from doctor.tui import active, fixes, model, screens
+from doctor.tui import active, model
 from doctor.tui.model import Source
-from doctor.tui.widgets import ActivePanel, FindingDetail, FindingsTree, GpuView, Node, SummaryBar
+from doctor.tui.widgets import ActivePanel, FindingDetail, FindingsTree, GpuView, KeyBar, Node, SummaryBar
+
+if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+    from textual.widgets import Tree
+
+    from doctor.model.facts import Facts
+    from doctor.model.findings import Finding
+    from doctor.model.live import GpuSample
+    from doctor.model.report import Report
+
+# Start-up speed (issue 23): the first frame needs Textual, this module and the widgets of the main screen. The
+# engine (doctor.pipeline, the model's classes), the dialogs and the fix view (doctor.tui.screens: their
+# widgets, rich's syntax highlighting) are imported when they are first used, after the first frame.
 
 MONO = Theme(name="gpu-doctor-mono", primary="#c0c0c0", secondary="#a0a0a0", accent="#ffffff",
              foreground="#e0e0e0", background="#000000", surface="#101010", panel="#202020",
@@ -55,6 +63,8 @@ _ENGINE_RUNNER = _Default.ENGINE_RUNNER
 class DoctorApp(App[None]):
     CSS_PATH = Path(__file__).with_name("doctor.tcss")  # absolute: subclasses elsewhere (tests) find it too
     TITLE = "gpu-doctor"
+    AUTO_FOCUS = "#tree"  # keys move through the findings from the first frame (one focus change, not two)
+    FIRST_FRAME_WAIT = 5.0  # seconds the diagnosis waits for the first frame at most (then it runs regardless)
     MAIN_ONLY = frozenset({"fix", "fix_all", "rerun", "show_tab", "smoke", "oom", "cancel_active", "export",
                            "next_snapshot", "previous_snapshot", "pick_snapshot"})
     BINDINGS = [  # noqa: RUF012 (Textual's convention)
@@ -97,7 +107,8 @@ class DoctorApp(App[None]):
     def __init__(self, sources: list[Source], *, index: int = 0,
                  runner: active.Runner | Literal[_Default.ENGINE_RUNNER] | None = _ENGINE_RUNNER,
                  gpu_sampler: Callable[[], GpuSample] | None = None, refresh_interval: float = 1.0,
-                 diagnose_fn: Callable[[Facts], Report] = diagnose) -> None:
+                 diagnose_fn: Callable[[Facts], Report] | None = None,
+                 when_shown: Callable[[], object] | None = None) -> None:
         super().__init__()
         if not sources:
             raise ValueError("nothing to show: no source")
@@ -107,6 +118,7 @@ class DoctorApp(App[None]):
         self.gpu_sampler = gpu_sampler
         self.refresh_interval = refresh_interval
         self.diagnose_fn = diagnose_fn
+        self.when_shown = when_shown  # called once the first frame is on screen
         self.reports: dict[int, Report] = {}
         self.report: Report | None = None
         self.results: dict[str, active.Outcome] = {}
@@ -115,6 +127,7 @@ class DoctorApp(App[None]):
         self.last_sample: GpuSample | None = None
         self._sampling = False
         self._shown = False  # the first frame is on screen (Textual's Ready event)
+        self._first_frame = threading.Event()  # the same, for the workers: they start their work after it
         self._exit_asked: int | None = None
         self.register_theme(MONO)
         if self.no_color:  # NO_COLOR: Textual also filters every colour out; the theme keeps contrast plain
@@ -139,7 +152,7 @@ class DoctorApp(App[None]):
                 yield GpuView(id="gpu-view")
             with TabPane("Active tests", id="tests"):
                 yield ActivePanel(id="active")
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     NARROW = 100  # below this many columns the findings stack above the detail: titles get the full width
     DETAIL_MIN = 44  # side by side, the detail keeps this many columns; the findings take the rest they need
@@ -151,8 +164,15 @@ class DoctorApp(App[None]):
 
     def on_ready(self) -> None:
         self._shown = True
+        if self.when_shown is not None:
+            self.when_shown()
+        self._first_frame.set()
         if self._exit_asked is not None:
             self.exit(return_code=self._exit_asked)
+
+    def exit(self, *args: Any, **kwargs: Any) -> None:
+        self._first_frame.set()  # a worker waiting for the first frame goes on (and ends) when the app exits
+        super().exit(*args, **kwargs)
 
     def exit_when_shown(self, return_code: int) -> None:
         """Exit now, or once the first frame is on screen: an exit while the layout is still being composed leaves
@@ -186,7 +206,6 @@ class DoctorApp(App[None]):
         self.query_one("#diagnosis-pane").set_class(self.size.width < self.NARROW, "narrow")
         if self.gpu_sampler is not None:
             self.set_interval(self.refresh_interval, self._tick_gpus)
-        self.query_one(FindingsTree).focus()  # keys move through findings from the first frame
         self.show_source(self.index)
 
     @property
@@ -218,11 +237,18 @@ class DoctorApp(App[None]):
 
     @work(thread=True, exclusive=True, group="diagnose", exit_on_error=False)
     def _diagnose(self, index: int, reload: bool) -> None:
+        # Probing and diagnosing start once the first frame is on screen: until then this thread would take
+        # the interpreter from the main thread that draws it (the screen says "probing…" meanwhile).
+        self._first_frame.wait(self.FIRST_FRAME_WAIT)
         src = self.sources[index]
         try:
             facts = src.load() if src.load and (reload or src.facts is None) else src.facts
             if facts is None:
                 raise RuntimeError("no facts to diagnose")
+            if self.diagnose_fn is None:
+                from doctor.pipeline import diagnose
+
+                self.diagnose_fn = diagnose
             report = self.diagnose_fn(facts)
         except Exception as exc:
             self.call_from_thread(self._failed, index, exc)
@@ -289,12 +315,15 @@ class DoctorApp(App[None]):
         if tab == "diagnosis":
             self.query_one(FindingsTree).focus()
         elif tab == "gpus":
-            table = self.query_one(GpuView).query_one(DataTable)
+            table = self.query_one(GpuView).table()
             (table if table.display else self.query_one(TabbedContent).query_one(Tabs)).focus()
         else:
-            self.query_one(ActivePanel).query_one(Log).focus()
+            self.query_one(ActivePanel).main_widget().focus()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        shown = {"gpus": GpuView, "tests": ActivePanel}.get(self.query_one(TabbedContent).active)
+        if shown is not None:
+            self.query_one(shown).build()  # its widgets, the first time it is shown
         pane = self.query_one(TabbedContent).active_pane
         # a click on a tab keeps the focus on the tabs; anything else moves it into the shown view
         if not isinstance(self.focused, Tabs) and (self.focused is None or pane not in self.focused.ancestors):
@@ -306,6 +335,8 @@ class DoctorApp(App[None]):
         return node.data.finding if node is not None and node.data is not None else None
 
     def action_fix(self) -> None:
+        from doctor.tui import fixes, screens
+
         f = self.selected_finding()
         if f is None:
             self.notify("Select a finding first (the Diagnosis view).", severity="warning")
@@ -315,6 +346,8 @@ class DoctorApp(App[None]):
             self.push_screen(screens.FixScreen(self.report, [f], f"Fix: {f.title}"))
 
     def action_fix_all(self) -> None:
+        from doctor.tui import fixes, screens
+
         report = self.report
         problems = [f for f in (report.findings if report else []) if f.severity in ("fail", "warn")]
         if report is None or not problems or not fixes.script_formats(report, problems):
@@ -329,6 +362,8 @@ class DoctorApp(App[None]):
         self._diagnose(self.index, reload=True)
 
     def action_help(self) -> None:
+        from doctor.tui import screens
+
         rows = [("↑ ↓ j k", "move in the findings; enter opens/closes an area"),
                 ("tab", "next pane (findings, explanation, tabs)")]
         for b in self.BINDINGS:
@@ -349,6 +384,8 @@ class DoctorApp(App[None]):
         if self.report is None:
             self.notify("Nothing to export yet: the diagnosis is still running.", severity="warning")
             return
+        from doctor.tui import screens
+
         report = model.with_active(self.report, self.results)  # the active tests run here belong to the report
 
         def chosen(answer: str | None) -> None:
@@ -359,6 +396,8 @@ class DoctorApp(App[None]):
         self.push_screen(screens.ExportDialog(), chosen)
 
     def write_file(self, path: str, text: str, executable: bool = False) -> Path | None:
+        from doctor.tui import screens
+
         return screens.write_and_tell(self, path, text, executable)
 
     # --- snapshots (the demo's examples) ------------------------------------------------------------
@@ -370,6 +409,8 @@ class DoctorApp(App[None]):
         self.show_source((self.index - 1) % len(self.sources))
 
     def action_pick_snapshot(self) -> None:
+        from doctor.tui import screens
+
         def picked(index: int | None) -> None:
             if index is not None and index != self.index:
                 self.show_source(index)
@@ -395,6 +436,8 @@ class DoctorApp(App[None]):
         try:
             sample = self.gpu_sampler()
         except Exception as exc:
+            from doctor.model.live import GpuSample
+
             sample = GpuSample([], f"{type(exc).__name__}: {exc}")
         self.call_from_thread(self._apply_sample, index, sample)
 
@@ -447,6 +490,8 @@ class DoctorApp(App[None]):
             self.notify("Wait for the diagnosis to finish first.", severity="warning")
             return
         if test.confirm:
+            from doctor.tui import screens
+
             self.push_screen(screens.ConfirmDialog(test.confirm), lambda yes: self._run_test(test) if yes else None)
         else:
             self._run_test(test)

@@ -9,12 +9,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from doctor.model.facts import Facts, Gpu
-from doctor.model.findings import AREAS, Evidence, Finding
-from doctor.model.report import CheckResult, Report
 from doctor.model.severity import LEVELS, STATUS_MARKS
+
+if TYPE_CHECKING:
+    from doctor.model.facts import Facts, Gpu
+    from doctor.model.findings import Evidence, Finding
+    from doctor.model.report import CheckResult, Report
+
+# The TUI's first frame imports this module (Source, the marks and words) and nothing of the engine: the model's
+# classes, the renderers and the pipeline are imported by the functions that read a report (issue 23).
 
 MARKS = {**STATUS_MARKS, "none": LEVELS["info"].mark}  # "none": an area without findings
 STATUS_WORDS = {"fail": "NOT READY", "warn": "usable, with warnings", "ok": "ready",
@@ -66,6 +71,8 @@ class AreaView:
 
 def areas(report: Report) -> list[AreaView]:
     """The report's areas in the fixed order of doctor.model.findings.AREAS (then any other, sorted)."""
+    from doctor.model.findings import AREAS
+
     names = list(AREAS)
     extra = {f.area for f in report.findings} | {c.area for c in report.checks}
     names += sorted(a for a in extra if a not in names)

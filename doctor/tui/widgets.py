@@ -1,23 +1,36 @@
-"""The widgets of the main screen: summary bar, findings tree, detail pane, GPU view, active tests."""
+"""The widgets of the main screen: summary bar, findings tree, detail pane, key bar, GPU view, active tests.
+
+Start-up speed (issue 23: the first frame within 0.6 s): the first frame shows the summary, the findings and the
+key bar, so only their Textual modules are imported here; the GPU view and the active-test panel are in tabs that
+are not shown at first, and make their widgets (a DataTable, buttons, a progress bar, a log: their modules and
+their stylesheets) the first time their tab is shown (:class:`Deferred`). The model's types are annotations only.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, DataTable, Log, ProgressBar, Static, Tree
+from textual.widget import Widget
+from textual.widgets import Footer, Static, Tree  # each imports its own module only (textual.widgets is lazy)
 from textual.widgets.tree import TreeNode
 
-from doctor.model.facts import Facts, Gpu
-from doctor.model.findings import Finding
-from doctor.model.report import CheckResult, Report
 from doctor.safeio import visible
 from doctor.tui import active, model
 from doctor.tui.model import MARKS, AreaView, Source
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+    from textual.widgets import DataTable
+
+    from doctor.model.facts import Facts, Gpu
+    from doctor.model.findings import Finding
+    from doctor.model.report import CheckResult, Report
 
 SEVERITY_STYLE = {"fail": "bold red", "warn": "bold yellow", "info": "dim", "ok": "green", "none": "dim",
                   "unknown": "bold magenta"}
@@ -64,6 +77,46 @@ class SummaryBar(Static):
         if report is not None:
             text.append("\n" + model.host_line(report), style="dim")
         self.update(safe(text))
+
+
+# --- key bar --------------------------------------------------------------------------------------
+
+
+class KeyBar(Footer):
+    """Textual's footer, with its keys in the first frame and recomposed only when they change.
+
+    Textual's Footer composes empty and fills in its keys when the screen first publishes its bindings (after the
+    first focus), one frame later; and it recomposes all its keys at every focus change, even when the keys shown
+    stay the same. Here the keys are those of the screen's active bindings from the start (the app's keys: the
+    same ones Textual would show a moment later), and a change of focus recomposes only if what is shown changed.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.set_reactive(Footer._bindings_ready, True)
+        self._composed: tuple[object, ...] | None = None
+        self._recompose_queued = False
+
+    def shown(self) -> tuple[object, ...]:
+        """What the key bar shows of the screen's active bindings (the command palette's key included)."""
+        palette = self.app.COMMAND_PALETTE_BINDING if self.show_command_palette else None
+        return tuple((key, b.binding, b.enabled, b.tooltip) for key, b in self.screen.active_bindings.items()
+                     if b.binding.show or key == palette)
+
+    def compose(self) -> ComposeResult:
+        self._composed = self.shown()
+        yield from super().compose()
+
+    def bindings_changed(self, screen: Screen) -> None:
+        if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
+            return
+        if not self._recompose_queued and self.shown() != self._composed:
+            self._recompose_queued = True
+            self.call_after_refresh(self._recompose)
+
+    async def _recompose(self) -> None:
+        self._recompose_queued = False
+        await self.recompose()
 
 
 # --- findings tree --------------------------------------------------------------------------------
@@ -296,23 +349,65 @@ def active_text(test: active.ActiveTest | None, results: dict[str, active.Outcom
     return text
 
 
-# --- GPUs view ------------------------------------------------------------------------------------
+# --- views of the tabs not shown at first ---------------------------------------------------------
 
 
-class GpuView(Vertical):
+class Deferred(Vertical):
+    """A view whose widgets are made the first time it is shown (:meth:`build`), not for the first frame.
+
+    What it is asked to show before that is remembered, the latest request only, and shown when it is built."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = False
+        self._pending: Callable[[], None] | None = None
+
+    def make(self) -> None:
+        """Mount the widgets, each container before what it holds: every one is in the DOM when this returns."""
+        raise NotImplementedError
+
+    def build(self) -> None:
+        if self.built:
+            return
+        self.built = True
+        self.make()
+        self.on_built()
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending()
+
+    def on_built(self) -> None:
+        """The widgets are in place (mounted in this same call): set them up."""
+
+    def later(self, call: Callable[[], None]) -> bool:
+        """True when ``call`` was kept for when the view is built, False when it is built (the caller goes on)."""
+        if self.built:
+            return False
+        self._pending = call
+        return True
+
+
+class GpuView(Deferred):
     """The GPU table (every GPU a driver answered for), or why there is none."""
 
-    def compose(self) -> ComposeResult:
-        yield Static(id="gpu-status")
-        yield DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True)
-        yield Static(id="gpu-reason")
+    def make(self) -> None:
+        from textual.widgets import DataTable
 
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
+        self.mount_all([Static(id="gpu-status"), DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True),
+                        Static(id="gpu-reason")])
+
+    def on_built(self) -> None:
+        table = self.table()
         for col in model.GPU_COLUMNS:
             table.add_column(col, key=col)
 
+    def table(self) -> DataTable[Any]:
+        self.build()
+        return self.query_one("#gpu-table")  # type: ignore[return-value]
+
     def show_facts(self, facts: Facts | None, live: bool) -> None:
+        if self.later(lambda: self.show_facts(facts, live)):
+            return
         if facts is None:
             self._status("waiting for the first probe…")
             return
@@ -328,7 +423,7 @@ class GpuView(Vertical):
         return float(getattr(self.app, "refresh_interval", 1.0))
 
     def show_gpus(self, gpus: list[Gpu]) -> None:
-        table = self.query_one(DataTable)
+        table = self.table()
         table.display = True
         self.query_one("#gpu-reason", Static).display = False
         rows = [model.gpu_row(g) for g in gpus]
@@ -342,7 +437,7 @@ class GpuView(Vertical):
                 table.add_row(*(cell(v) for v in row), key=str(i))
 
     def show_none(self, reason: list[str]) -> None:
-        self.query_one(DataTable).display = False
+        self.table().display = False
         body = self.query_one("#gpu-reason", Static)
         body.display = True
         text = Text(reason[0], style="bold")
@@ -352,30 +447,39 @@ class GpuView(Vertical):
         self._status("no GPU table")
 
     def _status(self, line: str) -> None:
+        self.build()
         self.query_one("#gpu-status", Static).update(safe(Text(line, style="dim")))
 
 
 # --- active tests ---------------------------------------------------------------------------------
 
 
-class ActivePanel(Vertical):
+class ActivePanel(Deferred):
     """The two tests with their run buttons, a progress bar and the live log of the running test."""
 
-    def compose(self) -> ComposeResult:
-        yield Static(id="active-intro")
-        with Horizontal(id="active-buttons"):
-            yield Button("Smoke test (s)", id="run-smoke", compact=True)
-            yield Button("OOM probe (o)", id="run-oom", compact=True)
-            yield Button("Cancel (c)", id="cancel-active", compact=True, disabled=True)
-        with Vertical(id="active-run"):  # shown once a test has started
-            yield Static(id="active-step")
-            yield ProgressBar(total=100, id="active-progress", show_eta=False)  # determinate: no idle animation
-            yield Log(id="active-log", max_lines=2000)
+    def make(self) -> None:
+        from textual.widgets import Button, Log, ProgressBar
 
-    def on_mount(self) -> None:
+        buttons, run = Horizontal(id="active-buttons"), Vertical(id="active-run")  # run: shown once a test started
+        self.mount_all([Static(id="active-intro"), buttons, run])
+        buttons.mount_all([Button("Smoke test (s)", id="run-smoke", compact=True),
+                           Button("OOM probe (o)", id="run-oom", compact=True),
+                           Button("Cancel (c)", id="cancel-active", compact=True, disabled=True)])
+        run.mount_all([Static(id="active-step"),
+                       ProgressBar(total=100, id="active-progress", show_eta=False),  # determinate: no idle animation
+                       Log(id="active-log", max_lines=2000)])
+
+    def on_built(self) -> None:
         self.query_one("#active-run").display = False
 
+    def main_widget(self) -> Widget:
+        """What takes the keys when the view is shown: the live log."""
+        self.build()
+        return self.query_one("#active-log")
+
     def show_state(self, unavailable: str | None, results: dict[str, active.Outcome], running: str | None) -> None:
+        if self.later(lambda: self.show_state(unavailable, results, running)):
+            return
         intro = Text()
         for t in active.TESTS:
             res = results.get(t.id)
@@ -390,19 +494,21 @@ class ActivePanel(Vertical):
         intro.rstrip()  # in place
         self.query_one("#active-intro", Static).update(intro)
         for b in ("#run-smoke", "#run-oom"):
-            self.query_one(b, Button).disabled = bool(unavailable) or running is not None
-        self.query_one("#cancel-active", Button).disabled = running is None
+            self.query_one(b).disabled = bool(unavailable) or running is not None
+        self.query_one("#cancel-active").disabled = running is None
 
     def start(self, test: active.ActiveTest) -> None:
+        self.build()
         self.query_one("#active-run").display = True
-        self.query_one(Log).clear()
-        bar = self.query_one(ProgressBar)
+        self.query_one("#active-log").clear()  # type: ignore[attr-defined]
+        bar: Any = self.query_one("#active-progress")
         bar.update(total=None, progress=0)
         self.query_one("#active-step", Static).update(Text(f"{test.title}: starting", style="bold"))
 
     def event(self, test: active.ActiveTest, ev: active.Event) -> None:
+        self.build()
+        bar: Any = self.query_one("#active-progress")
         if isinstance(ev, active.Progress):
-            bar = self.query_one(ProgressBar)
             if ev.fraction is None:
                 bar.update(total=None)
             else:
@@ -411,9 +517,9 @@ class ActivePanel(Vertical):
                 where = f"GPU {ev.gpu}: " if ev.gpu is not None else ""
                 self.query_one("#active-step", Static).update(Text(f"{test.title}: {where}{ev.step}", style="bold"))
         elif isinstance(ev, active.Log):
-            self.query_one(Log).write_line(visible(ev.line, line=True))
+            self.query_one("#active-log").write_line(visible(ev.line, line=True))  # type: ignore[attr-defined]
         elif isinstance(ev, active.Outcome):
-            self.query_one(ProgressBar).update(total=100, progress=100)
+            bar.update(total=100, progress=100)
             self.query_one("#active-step", Static).update(
                 Text.assemble(mark({"error": "fail"}.get(ev.status, ev.status)),
                               f" {test.title}: {active.result_line(test, ev)}"))

@@ -1,9 +1,12 @@
 """Active tests: what `smoke`, `oom` and the tools they hand over to measured (facts ``active``), judged.
 
-The rules themselves are pure functions beside the tests that measure (doctor/active/judge.py, multigpu.py,
-frameworks.py, torchmem.py, heavy.py, dcgm.py, nccltests.py); each check here hands them one recorded test
-as plain data, with the matrix's GPU specs. A snapshot without active results makes every one of these
-checks not applicable, so `check` on a machine where no test ran says nothing about them.
+The runners (doctor/active/) only record what a test measured, as the typed facts of
+:mod:`doctor.model.facts_active`; the rules live here, one module per test — :mod:`.gpu` (the smoke test and
+the OOM probe, with the CUDA error catalog :mod:`.cuerrors`), :mod:`.multigpu`, :mod:`.frameworks` (with the
+framework error catalog), :mod:`.torchmem`, :mod:`.gpuburn`, :mod:`.dcgm`, :mod:`.nccltests` — and each check
+below hands one of them its recorded test, with the matrix's GPU specs. A judge is imported only when its test
+was recorded, so `check` on a machine where no test ran imports none of them (and says nothing about them:
+every one of these checks is not applicable).
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ AREA = "Active tests"
 def _catalog_codes() -> tuple[str, ...]:
     """The finding codes a CUDA driver error or a framework's error text can become (the error catalogs).
     Read when asked (--list-checks, docs), never at import: a check with no active test never needs them."""
-    from doctor.active.cuerrors import meanings
-    from doctor.active.frameworks import FALLBACK, signatures
+    from doctor.checks.active.cuerrors import meanings
+    from doctor.checks.active.frameworks import FALLBACK, signatures
 
     return tuple(sorted({m.code for m in meanings().values()} | {s.code for s in (*signatures(), FALLBACK)}))
 
@@ -36,10 +39,6 @@ def _active(facts: Facts) -> ActiveFacts:
     if facts.active is None:
         raise NotApplicable("no active test was recorded (`gpu-doctor snapshot --smoke` / `--oom` record them)")
     return facts.active
-
-
-def _plain(value: Any) -> Any:
-    return dataclasses.asdict(value)
 
 
 def _in_area(check_func: Any) -> Any:
@@ -70,10 +69,9 @@ def smoke(facts: Facts, ctx: Context) -> list[Finding]:
     test = _active(facts).smoke
     if test is None:
         raise NotApplicable("no smoke test was recorded")
-    from doctor.active.judge import smoke_findings
-    from doctor.model.facts_active import driver_results
+    from doctor.checks.active.gpu import smoke_findings
 
-    return smoke_findings(driver_results(test), ctx.matrix)
+    return smoke_findings(test, ctx.matrix)
 
 
 @check("active.oom", AREA, "The OOM probe: the largest block and the total a program can allocate against what NVML "
@@ -84,10 +82,9 @@ def oom(facts: Facts, ctx: Context) -> list[Finding]:
     test = _active(facts).oom
     if test is None:
         raise NotApplicable("no OOM probe was recorded")
-    from doctor.active.judge import oom_findings
-    from doctor.model.facts_active import driver_results
+    from doctor.checks.active.gpu import oom_findings
 
-    return oom_findings(driver_results(test), ctx.matrix)
+    return oom_findings(test, ctx.matrix)
 
 
 @check("active.multi_gpu", AREA, "Between the tested GPUs: NVLink links up, peer access where NVLink joins them, peer "
@@ -98,22 +95,22 @@ def multi_gpu(facts: Facts, ctx: Context) -> list[Finding]:
     test = _active(facts).smoke
     if test is None or test.multi_gpu is None or len(test.multi_gpu.gpus) < 2:
         raise NotApplicable("no multi-GPU test was recorded (it needs a smoke test of two or more GPUs)")
-    from doctor.active.multigpu import findings
+    from doctor.checks.active.multigpu import findings
 
-    return findings(_plain(test.multi_gpu))
+    return findings(test.multi_gpu)
 
 
 @check("active.frameworks", AREA, "Each framework of the target environment computes a matrix product (and a cuDNN "
        "convolution) on the GPU as the CPU does; its tensor cores reach their rate; its error text, classified.",
        codes=("framework.gpu_smoke", "framework.hang", "framework.not_installed", "gpu.wrong_results",
               "gpu.underperforming"))
-def frameworks(facts: Facts, ctx: Context) -> list[Finding]:
+def framework_runs(facts: Facts, ctx: Context) -> list[Finding]:
     test = _active(facts).frameworks
     if test is None:
         raise NotApplicable("no framework smoke test was recorded")
-    from doctor.active.frameworks import record_findings
+    from doctor.checks.active.frameworks import record_findings
 
-    return record_findings(_plain(test), ctx.matrix)
+    return record_findings(test, ctx.matrix)
 
 
 @check("active.torch", AREA, "torch in the target environment: its caching allocator after an OOM, the largest "
@@ -121,13 +118,13 @@ def frameworks(facts: Facts, ctx: Context) -> list[Finding]:
        codes=("oom.allocator", "oom.torch", "oom.released", "oom.recovery", "oom.batch_size",
               "oom.batch_probe_failed", "multigpu.nccl", "multigpu.nccl_hang", "multigpu.nccl_failed",
               "framework.hang", "framework.not_installed"))
-def torch(facts: Facts, ctx: Context) -> list[Finding]:
+def torch_runs(facts: Facts, ctx: Context) -> list[Finding]:
     runs = _active(facts).torch
     if not runs:
         raise NotApplicable("no torch test was recorded")
-    from doctor.active.torchmem import record_findings
+    from doctor.checks.active.torchmem import record_findings
 
-    return record_findings([_plain(r) for r in runs])
+    return record_findings(runs)
 
 
 @check("active.gpu_burn", AREA, "gpu-burn's verdict per GPU, read from its output (it exits 0 for a FAULTY GPU).",
@@ -136,20 +133,20 @@ def gpu_burn(facts: Facts, ctx: Context) -> list[Finding]:
     rec = _active(facts).gpu_burn
     if rec is None:
         raise NotApplicable("no gpu-burn run was recorded")
-    from doctor.active.heavy import record_findings
+    from doctor.checks.active.gpuburn import record_findings
 
-    return record_findings(_plain(rec))
+    return record_findings(rec)
 
 
 @check("active.dcgm", AREA, "DCGM's `dcgmi diag`: every test passed; failures and warnings with DCGM's own message.",
        codes=("gpu.dcgm", "gpu.dcgm_failed", "gpu.dcgm_warning", "gpu.hang"))
-def dcgm(facts: Facts, ctx: Context) -> list[Finding]:
+def dcgm_diag(facts: Facts, ctx: Context) -> list[Finding]:
     rec = _active(facts).dcgm
     if rec is None:
         raise NotApplicable("no DCGM diagnostic was recorded")
-    from doctor.active.dcgm import record_findings
+    from doctor.checks.active.dcgm import record_findings
 
-    return record_findings(_plain(rec))
+    return record_findings(rec)
 
 
 @check("active.nccl_tests", AREA, "nccl-tests' all_reduce_perf: correct sums, and a bus bandwidth near the slowest "
@@ -160,10 +157,9 @@ def nccl_tests(facts: Facts, ctx: Context) -> list[Finding]:
     active = _active(facts)
     if active.nccl_tests is None:
         raise NotApplicable("no nccl-tests run was recorded")
-    from doctor.active.nccltests import record_findings
+    from doctor.checks.active.nccltests import record_findings
 
-    mg = active.smoke.multi_gpu if active.smoke is not None else None
-    return record_findings(_plain(active.nccl_tests), _plain(mg) if mg is not None else None)
+    return record_findings(active.nccl_tests, active.smoke.multi_gpu if active.smoke is not None else None)
 
 
 def _with_catalog(chk: Check, catalog: bool = False) -> Check:
@@ -174,6 +170,7 @@ def _with_catalog(chk: Check, catalog: bool = False) -> Check:
 
 CHECKS: list[Check] = [
     _with_catalog(smoke, True), _with_catalog(oom, True), _with_catalog(multi_gpu),
-    _with_catalog(frameworks, True), _with_catalog(torch, True), _with_catalog(gpu_burn), _with_catalog(dcgm),
+    _with_catalog(framework_runs, True), _with_catalog(torch_runs, True), _with_catalog(gpu_burn),
+    _with_catalog(dcgm_diag),
     _with_catalog(nccl_tests),
 ]

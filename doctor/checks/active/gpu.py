@@ -1,18 +1,29 @@
-"""Findings from what the smoke test and the OOM probe measured. Pure: results (JSON) + matrix in, findings out.
+"""The smoke test and the OOM probe, judged: a recorded :class:`~doctor.model.facts_active.DriverTest` and the
+matrix's GPU specs in, findings out. Pure.
 
-The results are what :mod:`doctor.active.gpu` assembled from the child's events::
-
-    {"mode": "smoke"|"oom", "global": {...}, "errors": [global errors],
-     "gpus": [{"ordinal": 0, "name": ..., "errors": [...], "last_step": ..., <facts>}],
-     "end": {"event": "exit"|"hang", ...}}
+The test (doctor/active/gpu.py and its child) recorded, per GPU, what NVML said before, during and after it,
+the kernels' results compared on the host, the rates it measured and the driver's errors; these rules say what
+they mean: errors and hangs, wrong results, rates far below the GPU's and the link's peaks, new ECC errors and
+slowdowns, the memory a program can allocate and where the rest went.
 """
 
 from __future__ import annotations
 
 import signal
+from dataclasses import asdict
 from typing import Any
 
-from doctor.active.cuerrors import meaning
+from doctor.checks.active.cuerrors import meaning
+from doctor.model.facts_active import (
+    ActiveEnd,
+    ActiveError,
+    ActiveGpu,
+    DriverTest,
+    NvmlReading,
+    PcieLink,
+    TensorRate,
+    Verified,
+)
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
 
 MIB = 1 << 20
@@ -38,6 +49,7 @@ SERIOUS_THROTTLE = {"hw_slowdown": "hardware slowdown (power brake or overheatin
 
 _XID = FixStep(["sh", "-c", "dmesg | grep -iE 'NVRM|Xid' | tail -n 20"], root=True,
                note="the driver's kernel log says why")
+_NO_READING = NvmlReading()
 
 
 def _spec_source(row: Any) -> str | None:
@@ -46,9 +58,14 @@ def _spec_source(row: Any) -> str | None:
     return row.get("spec_source") or row.get("source2") or row.get("source")
 
 
-def label(g: dict[str, Any]) -> str:
-    name = (g.get("nvml_before") or {}).get("name") or g.get("name")
-    return f"GPU {g['ordinal']} ({name})" if name else f"GPU {g['ordinal']}"
+def _name(g: ActiveGpu) -> str | None:
+    """The GPU's name as NVML gave it before the test, else as CUDA did."""
+    return (g.nvml_before.name if g.nvml_before is not None else None) or g.name
+
+
+def label(g: ActiveGpu) -> str:
+    name = _name(g)
+    return f"GPU {g.ordinal} ({name})" if name else f"GPU {g.ordinal}"
 
 
 def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
@@ -61,45 +78,45 @@ def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Ev
 # --- shared: errors, hangs, crashes ---------------------------------------------------------------
 
 
-def error_finding(err: dict[str, Any], who: str, step: str | None, area: str) -> Finding:
-    e = err
-    m = meaning(e.get("name") or "")
-    code_txt = f" ({e['code']})" if e.get("code") not in (None, -1) else ""
-    title = f"{who + ': ' if who else ''}{e.get('call')} failed with {e.get('name')}{code_txt}"
-    title += f": {e['text']}" if e.get("text") else ""
-    detail = m.explanation + (f"\nIt happened while {step}." if step and who else "")
-    evidence = [Evidence("cuda.error", f"{e.get('name')}{code_txt}: {e.get('text')}", f"libcuda:{e.get('call')}")]
-    if e.get("log"):
-        evidence.append(Evidence("cuda.jit_log", e["log"], "libcuda:CU_JIT_ERROR_LOG_BUFFER"))
+def error_finding(err: ActiveError, who: str, area: str) -> Finding:
+    """A failed driver call (``err.step``: what the test was doing) as the finding its name means."""
+    m = meaning(err.name or "")
+    code_txt = f" ({err.code})" if err.code not in (None, -1) else ""
+    title = f"{who + ': ' if who else ''}{err.call} failed with {err.name}{code_txt}"
+    title += f": {err.text}" if err.text else ""
+    detail = m.explanation + (f"\nIt happened while {err.step}." if err.step and who else "")
+    evidence = [Evidence("cuda.error", f"{err.name}{code_txt}: {err.text}", f"libcuda:{err.call}")]
+    if err.log:
+        evidence.append(Evidence("cuda.jit_log", err.log, "libcuda:CU_JIT_ERROR_LOG_BUFFER"))
     return _f(m.code, m.severity, title, detail, evidence, m.fix, list(m.steps), area)
 
 
-def end_findings(results: dict[str, Any], area: str) -> list[Finding]:
+def end_findings(test: DriverTest, area: str) -> list[Finding]:
     """A hang (the watchdog fired) or a child that died without finishing."""
-    end = results.get("end") or {}
-    gpus = {g["ordinal"]: g for g in results.get("gpus", [])}
-    where = results.get("last_step") or {}
-    g = gpus.get(where.get("gpu")) if where.get("gpu") is not None else None
-    who = label(g) if g else "The GPU test"
-    step = where.get("step") or "starting"
-    if end.get("event") == "hang":
-        stuck = "" if end.get("reaped", True) else (
+    end = test.end or ActiveEnd()
+    gpus = {g.ordinal: g for g in test.gpus}
+    at_gpu = test.last_step_gpu if test.last_step is not None else None
+    g = gpus.get(at_gpu) if at_gpu is not None else None
+    who = label(g) if g is not None else "The GPU test"
+    step = test.last_step or "starting"
+    if end.event == "hang":
+        stuck = "" if end.reaped is not False else (
             " The process could not be killed: it is stuck inside the driver (uninterruptible), which only a GPU "
             "reset or a reboot ends.")
-        return [_f("gpu.hang", "fail", f"{who} hung: '{step}' did not finish within {end.get('silent_for'):g} s; "
+        return [_f("gpu.hang", "fail", f"{who} hung: '{step}' did not finish within {end.silent_for:g} s; "
                    "the doctor stopped the test",
                    "A kernel or driver call that never returns means a wedged GPU or driver: the kernel log "
                    "usually has an Xid (e.g. 79 fallen off the bus, 119/120 GSP timeout) naming the cause." + stuck,
                    [Evidence("active.step", step, "child progress"),
-                    Evidence("active.watchdog_s", end.get("silent_for"), "--timeout")],
+                    Evidence("active.watchdog_s", end.silent_for, "--timeout")],
                    "Read the kernel log; reset the GPU (or reboot) and run the smoke test again. Raise --timeout "
                    "only if the GPU is merely slow (a first JIT, many GPUs).",
-                   [_XID, FixStep(["nvidia-smi", "--gpu-reset", "-i", str(where.get("gpu", 0))], root=True,
-                                  risk="restart")], area)]
-    if end.get("event") == "exit" and (end.get("returncode") not in (0, None) or not results.get("done")):
-        rc = end.get("returncode")
+                   [_XID, FixStep(["nvidia-smi", "--gpu-reset", "-i", str(at_gpu if at_gpu is not None else 0)],
+                                  root=True, risk="restart")], area)]
+    if end.event == "exit" and (end.returncode not in (0, None) or not test.done):
+        rc = end.returncode
         how = f"exit {rc}" if rc is None or rc >= 0 else f"signal {_signame(-rc)}"
-        tail = (end.get("stderr") or end.get("error") or "").strip().splitlines()
+        tail = (end.stderr or end.error or "").strip().splitlines()
         return [_f("gpu.test_crashed", "fail", f"{who}: the test process died ({how}) while {step}",
                    "A crash inside the CUDA driver (a segmentation fault in libcuda) points at a driver/library "
                    "mismatch or a broken installation; a Python error is a bug in gpu-doctor.",
@@ -116,109 +133,114 @@ def _signame(num: int) -> str:
         return str(num)
 
 
-def global_findings(results: dict[str, Any], area: str) -> list[Finding]:
-    out = [error_finding(e["error"], "", e.get("step"), area) for e in results.get("errors", [])]
-    glob = results.get("global") or {}
-    if not out and glob.get("device_count") == 0:
+def global_findings(test: DriverTest, area: str) -> list[Finding]:
+    out = [error_finding(e, "", area) for e in test.errors]
+    if not out and test.device_count == 0:
         out.append(_f("gpu.no_cuda_device", "fail", "cuInit succeeded but CUDA sees no GPU",
                       "CUDA_VISIBLE_DEVICES may hide every GPU.",
                       [Evidence("cuda.device_count", 0, "libcuda:cuDeviceGetCount")], area=area))
     return out
 
 
-def _gpu_errors(g: dict[str, Any], area: str) -> list[Finding]:
-    return [error_finding(e["error"], label(g), e.get("step"), area) for e in g.get("errors", [])]
+def _gpu_errors(g: ActiveGpu, area: str) -> list[Finding]:
+    return [error_finding(e, label(g), area) for e in g.errors]
 
 
 # --- the smoke test -------------------------------------------------------------------------------
 
 
-def smoke_findings(results: dict[str, Any], matrix: Any) -> list[Finding]:
-    out = global_findings(results, AREA_SMOKE)
-    for g in results.get("gpus", []):
+def smoke_findings(test: DriverTest, matrix: Any) -> list[Finding]:
+    out = global_findings(test, AREA_SMOKE)
+    for g in test.gpus:
         out += _gpu_errors(g, AREA_SMOKE)
         out += correctness(g)
         out += performance(g, matrix)
         out += health_changes(g, AREA_SMOKE)
-        if g.get("cleanup_problems") and not g.get("errors"):
+        if g.cleanup_problems and not g.errors:
             out.append(_f("gpu.cuda_error", "warn", f"{label(g)}: releasing the test's resources failed: "
-                          + ", ".join(g["cleanup_problems"]),
-                          evidence=[Evidence("active.cleanup", g["cleanup_problems"], "libcuda")]))
-    return out + end_findings(results, AREA_SMOKE)
+                          + ", ".join(g.cleanup_problems),
+                          evidence=[Evidence("active.cleanup", g.cleanup_problems, "libcuda")]))
+    return out + end_findings(test, AREA_SMOKE)
 
 
-def correctness(g: dict[str, Any]) -> list[Finding]:
+def correctness(g: ActiveGpu) -> list[Finding]:
     out = []
-    sax = g.get("saxpy")
+    sax = g.saxpy
     who = label(g)
-    if sax:
-        if sax["wrong"] == 0:
+    if sax is not None:
+        if sax.wrong == 0:
             out.append(_f("gpu.smoke", "ok", f"{who}: context, PTX JIT, copies and a kernel work: "
-                          f"{sax['elements']:,} of {sax['elements']:,} elements exact",
-                          evidence=[Evidence("smoke.saxpy.elements", sax["elements"], "smoke:saxpy"),
-                                    Evidence("smoke.jit_ms", g.get("jit_ms"), "smoke:cuModuleLoadDataEx")]))
+                          f"{sax.elements:,} of {sax.elements:,} elements exact",
+                          evidence=[Evidence("smoke.saxpy.elements", sax.elements, "smoke:saxpy"),
+                                    Evidence("smoke.jit_ms", g.jit_ms, "smoke:cuModuleLoadDataEx")]))
         else:
             out.append(_wrong(who, "the saxpy kernel", sax))
-    if g.get("roundtrip_intact") is False:
+    if g.roundtrip_intact is False:
         out.append(_f("gpu.wrong_results", "fail", f"{who}: data copied to the GPU and back came back different",
                       "Host↔device copies corrupt data: a PCIe or memory fault.", steps=[_XID]))
-    if g.get("device_copy_intact") is False:
+    if g.device_copy_intact is False:
         out.append(_f("gpu.wrong_results", "fail", f"{who}: the copy kernel's output differs from its input",
                       "Device memory corrupts data.", steps=[_XID]))
-    if g.get("fma") and g["fma"]["wrong"]:
-        out.append(_wrong(who, "the FMA kernel", g["fma"]))
+    if g.fma is not None and g.fma.wrong:
+        out.append(_wrong(who, "the FMA kernel", g.fma))
     return out
 
 
-def _wrong(who: str, what: str, res: dict[str, Any]) -> Finding:
-    first = (res.get("first_wrong") or [{}])[0]
+def _wrong(who: str, what: str, res: Verified) -> Finding:
+    first = res.first_wrong[0] if res.first_wrong else None
     return _f("gpu.wrong_results", "fail",
-              f"{who}: {what} returned {res['wrong']:,} wrong element(s) of {res['elements']:,}"
-              + (f" (element {first['index']}: {first['got']:g} instead of {first['want']:g})" if first else ""),
+              f"{who}: {what} returned {res.wrong:,} wrong element(s) of {res.elements:,}"
+              + (f" (element {first.index}: {first.got:g} instead of {first.want:g})"
+                 if first is not None else ""),
               "The GPU computed a wrong result without reporting an error: silent data corruption, the most "
               "dangerous GPU fault. Do not use this GPU for work until it is explained.",
-              [Evidence("smoke.wrong", res.get("first_wrong"), "smoke: host comparison")],
+              [Evidence("smoke.wrong", [asdict(w) for w in res.first_wrong], "smoke: host comparison")],
               "Reset the GPU and repeat; if it recurs, drain the node and RMA the GPU.", [_XID])
 
 
-def pcie_theoretical(g: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
-    link = g.get("pcie_after_copy") or g.get("nvml_before") or {}
-    gen, width = link.get("pcie_gen"), link.get("pcie_width")
+def _link(g: ActiveGpu) -> PcieLink | NvmlReading:
+    """The PCIe link as read right after the copies (it trains down when idle), else before the test."""
+    return g.pcie_after_copy or g.nvml_before or PcieLink()
+
+
+def pcie_theoretical(g: ActiveGpu) -> float | None:
+    link = _link(g)
+    gen, width = link.pcie_gen, link.pcie_width
     if not gen or not width or gen not in PCIE_LANE_GBS:
-        return None, link
-    return PCIE_LANE_GBS[gen] * width, link
+        return None
+    return PCIE_LANE_GBS[gen] * width
 
 
-def performance(g: dict[str, Any], matrix: Any) -> list[Finding]:
+def performance(g: ActiveGpu, matrix: Any) -> list[Finding]:
     out: list[Finding] = []
     who = label(g)
-    name = (g.get("nvml_before") or {}).get("name") or g.get("name")
+    name = _name(g)
     row = matrix.gpu(name) if matrix is not None and name else None
-    pcie, link = pcie_theoretical(g)
-    link_txt = f"the PCIe gen {link.get('pcie_gen')} x{link.get('pcie_width')} link" if pcie else None
-    for key, what in (("h2d_gbs", "host→device"), ("d2h_gbs", "device→host")):
-        if g.get(key) is None:
+    pcie, link = pcie_theoretical(g), _link(g)
+    link_txt = f"the PCIe gen {link.pcie_gen} x{link.pcie_width} link" if pcie else None
+    for key, value, what, call in (("h2d_gbs", g.h2d_gbs, "host→device", "cuMemcpyHtoD_v2"),
+                                   ("d2h_gbs", g.d2h_gbs, "device→host", "cuMemcpyDtoH_v2")):
+        if value is None:
             continue
-        call = "cuMemcpyHtoD_v2" if key == "h2d_gbs" else "cuMemcpyDtoH_v2"
-        ev = [Evidence(f"smoke.{key}", round(g[key], 2),
-                       f"smoke:{call} (pinned, {g.get('copy_bytes', 0) // MIB} MiB, best of 3)")]
+        ev = [Evidence(f"smoke.{key}", round(value, 2),
+                       f"smoke:{call} (pinned, {g.copy_bytes // MIB} MiB, best of 3)")]  # type: ignore[operator]
         if pcie:
-            ev.append(Evidence("nvml.pcie_link", f"gen {link['pcie_gen']} x{link['pcie_width']}",
+            ev.append(Evidence("nvml.pcie_link", f"gen {link.pcie_gen} x{link.pcie_width}",
                                "nvml:nvmlDeviceGetCurrPcieLinkGeneration/Width"))
-        out.append(_rate(who, f"{what} copy", g[key], "GB/s", pcie, link_txt, "pcie", ev, _pcie_causes(g, link)))
-    if g.get("device_gbs") is not None:
+        out.append(_rate(who, f"{what} copy", value, "GB/s", pcie, link_txt, "pcie", ev, _pcie_causes(g, link)))
+    if g.device_gbs is not None:
         spec = row.get("memory_bandwidth_gbs") if row else None
-        out.append(_rate(who, "device memory bandwidth (copy kernel)", g["device_gbs"], "GB/s", spec,
+        out.append(_rate(who, "device memory bandwidth (copy kernel)", g.device_gbs, "GB/s", spec,
                          "NVIDIA's published peak" if spec else None, "memory",
-                         [Evidence("smoke.device_gbs", round(g["device_gbs"], 1), "smoke:copy_v4 (read + write)"),
+                         [Evidence("smoke.device_gbs", round(g.device_gbs, 1), "smoke:copy_v4 (read + write)"),
                           *([Evidence("spec.memory_bandwidth_gbs", spec, _spec_source(row))]
                             if spec else [])],
                          _load_causes(g)))
-    if g.get("fp32_tflops") is not None:
+    if g.fp32_tflops is not None:
         spec = row.get("fp32_tflops") if row else None
-        out.append(_rate(who, "FP32 throughput (FMA kernel)", g["fp32_tflops"], "TFLOP/s", spec,
+        out.append(_rate(who, "FP32 throughput (FMA kernel)", g.fp32_tflops, "TFLOP/s", spec,
                          "NVIDIA's published peak" if spec else None, "fp32",
-                         [Evidence("smoke.fp32_tflops", round(g["fp32_tflops"], 2), "smoke:fma_loop"),
+                         [Evidence("smoke.fp32_tflops", round(g.fp32_tflops, 2), "smoke:fma_loop"),
                           *([Evidence("spec.fp32_tflops", spec, _spec_source(row))]
                             if spec else [])],
                          _load_causes(g)))
@@ -248,40 +270,41 @@ def _num(value: float, unit: str) -> str:
     return f"{value:,.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
 
 
-def _pcie_causes(g: dict[str, Any], link: dict[str, Any]) -> list[str]:
+def _pcie_causes(g: ActiveGpu, link: PcieLink | NvmlReading) -> list[str]:
     causes = []
-    if link.get("pcie_width") and link.get("pcie_width_max") and link["pcie_width"] < link["pcie_width_max"]:
-        causes.append(f"the PCIe link trained at x{link['pcie_width']} of x{link['pcie_width_max']} (slot, riser "
+    if link.pcie_width and link.pcie_width_max and link.pcie_width < link.pcie_width_max:
+        causes.append(f"the PCIe link trained at x{link.pcie_width} of x{link.pcie_width_max} (slot, riser "
                       "or seating)")
-    if link.get("pcie_gen") and link.get("pcie_gen_max") and link["pcie_gen"] < link["pcie_gen_max"]:
-        causes.append(f"the PCIe link runs at gen {link['pcie_gen']} of {link['pcie_gen_max']} under load (BIOS "
+    if link.pcie_gen and link.pcie_gen_max and link.pcie_gen < link.pcie_gen_max:
+        causes.append(f"the PCIe link runs at gen {link.pcie_gen} of {link.pcie_gen_max} under load (BIOS "
                       "setting, riser, or a slower slot)")
     causes += _others(g)
     return causes
 
 
-def _load_causes(g: dict[str, Any]) -> list[str]:
-    during = g.get("nvml_during") or {}
-    causes = [SERIOUS_THROTTLE.get(r, r.replace("_", " ")) for r in during.get("throttle_reasons") or []]
+def _load_causes(g: ActiveGpu) -> list[str]:
+    during = g.nvml_during or _NO_READING
+    causes = [SERIOUS_THROTTLE.get(r, r.replace("_", " ")) for r in during.throttle_reasons or []]
     return causes + _others(g)
 
 
-def _others(g: dict[str, Any]) -> list[str]:
-    procs = (g.get("nvml_during") or g.get("nvml_before") or {}).get("processes") or []
+def _others(g: ActiveGpu) -> list[str]:
+    procs = (g.nvml_during or g.nvml_before or _NO_READING).processes or []
     if not procs:
         return []
-    names = ", ".join(f"{p.get('name') or '?'} (pid {p.get('pid')})" for p in procs[:3])
+    names = ", ".join(f"{p.name or '?'} (pid {p.pid})" for p in procs[:3])
     return [f"other processes share the GPU: {names}"]
 
 
-def health_changes(g: dict[str, Any], area: str) -> list[Finding]:
+def health_changes(g: ActiveGpu, area: str) -> list[Finding]:
     """ECC counters and slowdown reasons: before the test vs during and after it."""
     out: list[Finding] = []
-    before, after = g.get("nvml_before") or {}, g.get("nvml_after") or {}
-    during = g.get("nvml_during") or {}
+    before, after = g.nvml_before or _NO_READING, g.nvml_after or _NO_READING
+    during = g.nvml_during or _NO_READING
     who = label(g)
-    for key, sev, what in (("ecc_uncorrected", "fail", "uncorrectable"), ("ecc_corrected", "warn", "corrected")):
-        b, a = before.get(key), after.get(key)
+    for key, b, a, sev, what in (("ecc_uncorrected", before.ecc_uncorrected, after.ecc_uncorrected, "fail",
+                                  "uncorrectable"),
+                                 ("ecc_corrected", before.ecc_corrected, after.ecc_corrected, "warn", "corrected")):
         if isinstance(b, int) and isinstance(a, int) and a > b:
             out.append(_f("gpu.hardware_fault", sev, f"{who}: {a - b} new {what} ECC error(s) during the test "
                           f"(volatile count {b} → {a})",
@@ -293,9 +316,8 @@ def health_changes(g: dict[str, Any], area: str) -> list[Finding]:
                            Evidence(f"nvml.{key}.after", a, "nvml:nvmlDeviceGetTotalEccErrors(volatile)")],
                           "Check `nvidia-smi -q -d ECC,ROW_REMAPPER`; reset the GPU; RMA if the count keeps rising.",
                           [FixStep(["nvidia-smi", "-q", "-d", "ECC,ROW_REMAPPER"])], area))
-    seen_before = set(before.get("throttle_reasons") or [])
-    new = [r for r in (during.get("throttle_reasons") or []) + (after.get("throttle_reasons") or [])
-           if r not in seen_before]
+    seen_before = set(before.throttle_reasons or [])
+    new = [r for r in (during.throttle_reasons or []) + (after.throttle_reasons or []) if r not in seen_before]
     new = list(dict.fromkeys(new))
     serious = [r for r in new if r in SERIOUS_THROTTLE]
     if serious:
@@ -305,7 +327,7 @@ def health_changes(g: dict[str, Any], area: str) -> list[Finding]:
                       "delivery or the board.",
                       [Evidence("nvml.throttle_reasons.before", sorted(seen_before),
                                 "nvml:nvmlDeviceGetCurrentClocksEventReasons"),
-                       Evidence("nvml.throttle_reasons.during", during.get("throttle_reasons"),
+                       Evidence("nvml.throttle_reasons.during", during.throttle_reasons,
                                 "nvml:nvmlDeviceGetCurrentClocksEventReasons")],
                       "Check the cooling (fans, airflow, inlet temperature) and the power supply; `nvidia-smi -q -d "
                       "PERFORMANCE` shows the reasons live.", [FixStep(["nvidia-smi", "-q", "-d", "PERFORMANCE"])],
@@ -313,7 +335,7 @@ def health_changes(g: dict[str, Any], area: str) -> list[Finding]:
     elif new:
         out.append(_f("gpu.throttling", "info", f"{who} reached a limit under load: " + ", ".join(
             r.replace("_", " ") for r in new), "Normal for a GPU at its power limit during a full-load kernel.",
-            [Evidence("nvml.throttle_reasons.during", during.get("throttle_reasons"),
+            [Evidence("nvml.throttle_reasons.during", during.throttle_reasons,
                       "nvml:nvmlDeviceGetCurrentClocksEventReasons")], area=area))
     return out
 
@@ -325,44 +347,45 @@ def _mib(n: int | None) -> str:
     return "?" if n is None else f"{n / MIB:,.0f} MiB"
 
 
-def oom_findings(results: dict[str, Any], matrix: Any) -> list[Finding]:
-    out = global_findings(results, AREA_OOM)
-    for g in results.get("gpus", []):
-        if g.get("refused"):
-            out.append(refused({**g, "nvml_error": (results.get("global") or {}).get("nvml_error")}))
+def oom_findings(test: DriverTest, matrix: Any) -> list[Finding]:
+    out = global_findings(test, AREA_OOM)
+    for g in test.gpus:
+        if g.refused:
+            out.append(refused(g, test.nvml_error))
             continue
         out += _gpu_errors(g, AREA_OOM)
-        if g.get("total_allocatable") is not None and g.get("largest_block") is not None:
+        if g.total_allocatable is not None and g.largest_block is not None:
             out.append(capacity(g, matrix))
         out += recovery(g)
         out += health_changes(g, AREA_OOM)
-    return out + end_findings(results, AREA_OOM)
+    return out + end_findings(test, AREA_OOM)
 
 
 # The OOM probe's idle allowance (doctor/active/gpu_child.py IDLE_USED_MIB / IDLE_USED_FRACTION), for the text.
 IDLE_TEXT = "512 MiB or 2 % of its memory, the driver's own reservation on an idle GPU"
 
 
-def refused(g: dict[str, Any]) -> Finding:
+def refused(g: ActiveGpu, nvml_error: str | None = None) -> Finding:
     """Why the probe did not run. It runs only where the GPU's used memory is known to be about zero: another
     container's job is invisible to NVML's process list, but not to its memory counter."""
-    before = g.get("nvml_before") or {}
-    procs = before.get("processes") or []
-    reason = g.get("refused_reason") or ("processes" if procs else "memory_unknown")
-    evidence = [Evidence("nvml.processes", before.get("processes"), "nvml:nvmlDeviceGetComputeRunningProcesses"),
-                Evidence("nvml.memory", {"total": before.get("memory_total"), "used": before.get("memory_used")},
+    before = g.nvml_before or _NO_READING
+    procs = before.processes or []
+    reason = g.refused_reason or ("processes" if procs else "memory_unknown")
+    evidence = [Evidence("nvml.processes", [asdict(p) for p in before.processes]
+                         if before.processes is not None else None, "nvml:nvmlDeviceGetComputeRunningProcesses"),
+                Evidence("nvml.memory", {"total": before.memory_total, "used": before.memory_used},
                          "nvml:nvmlDeviceGetMemoryInfo")]
     if reason == "processes":
-        who = ", ".join(f"{p.get('name') or '?'} (pid {p.get('pid')}, "
-                        f"{_mib(p.get('used_bytes')) if p.get('used_bytes') is not None else '? MiB'})"
+        who = ", ".join(f"{p.name or '?'} (pid {p.pid}, "
+                        f"{_mib(p.used_bytes) if p.used_bytes is not None else '? MiB'})"
                         for p in procs)
         title = f"{label(g)}: the OOM probe did not run: {who} use(s) this GPU"
     elif reason == "memory_in_use":
-        title = (f"{label(g)}: the OOM probe did not run: {_mib(before.get('memory_used'))} of "
-                 f"{_mib(before.get('memory_total'))} are in use, by processes NVML does not list (another "
+        title = (f"{label(g)}: the OOM probe did not run: {_mib(before.memory_used)} of "
+                 f"{_mib(before.memory_total)} are in use, by processes NVML does not list (another "
                  "container or user)")
     else:
-        why = (g.get("nvml_error") or "NVML gave no reading of this GPU") if not before else \
+        why = (nvml_error or "NVML gave no reading of this GPU") if g.nvml_before is None else \
             "NVML does not report this GPU's memory use"
         title = f"{label(g)}: the OOM probe did not run: whether another program uses this GPU is unknown ({why})"
     return _f("oom.refused", "warn", title,
@@ -372,30 +395,31 @@ def refused(g: dict[str, Any]) -> Finding:
               "Run it when the GPU is idle, or add --force to run it anyway.", area=AREA_OOM)
 
 
-def capacity(g: dict[str, Any], matrix: Any) -> Finding:
+def capacity(g: ActiveGpu, matrix: Any) -> Finding:
     """Largest block and total allocatable, against what NVML says, and where the difference went."""
     who = label(g)
-    before = g.get("nvml_before") or {}
-    with_ctx = g.get("nvml_with_context") or {}
-    total, largest = g["total_allocatable"], g["largest_block"]
-    cuda_free, cuda_total = g.get("cuda_free"), g.get("cuda_total")
-    nvml_total, nvml_free = before.get("memory_total"), before.get("memory_free")
+    before = g.nvml_before or _NO_READING
+    with_ctx = g.nvml_with_context or _NO_READING
+    total, largest = g.total_allocatable, g.largest_block
+    assert total is not None and largest is not None  # the caller judges capacity only where both were measured
+    cuda_free, cuda_total = g.cuda_free, g.cuda_total
+    nvml_total, nvml_free = before.memory_total, before.memory_free
     lines: list[str] = []
-    procs = before.get("processes") or []
-    held = sum(p.get("used_bytes") or 0 for p in procs)
+    procs = before.processes or []
+    held = sum(p.used_bytes or 0 for p in procs)
     if procs:
         lines.append(f"other processes hold {_mib(held)}: " + ", ".join(
-            f"{p.get('name') or '?'} (pid {p.get('pid')}, {_mib(p.get('used_bytes'))})" for p in procs[:5]))
-    if before.get("memory_used") is not None and before["memory_used"] > held + 64 * MIB:
-        lines.append(f"{_mib(before['memory_used'] - held)} was in use before the test beyond the processes NVML "
+            f"{p.name or '?'} (pid {p.pid}, {_mib(p.used_bytes)})" for p in procs[:5]))
+    if before.memory_used is not None and before.memory_used > held + 64 * MIB:
+        lines.append(f"{_mib(before.memory_used - held)} was in use before the test beyond the processes NVML "
                      "lists (the driver's own reservation, or processes in other containers this user cannot see)")
-    if before.get("mig_mode") and cuda_total and nvml_total and cuda_total < nvml_total:
+    if before.mig_mode and cuda_total and nvml_total and cuda_total < nvml_total:
         lines.append(f"MIG is on: this context sees a MIG slice of {_mib(cuda_total)}, not the GPU's "
                      f"{_mib(nvml_total)}")
     elif cuda_total and nvml_total and cuda_total < 0.95 * nvml_total:
         lines.append(f"CUDA sees {_mib(cuda_total)} of NVML's {_mib(nvml_total)} (a vGPU profile or MIG slice)")
-    if with_ctx.get("memory_used") is not None and before.get("memory_used") is not None:
-        ctx = with_ctx["memory_used"] - before["memory_used"]
+    if with_ctx.memory_used is not None and before.memory_used is not None:
+        ctx = with_ctx.memory_used - before.memory_used
         if ctx > 0:
             lines.append(f"this test's own CUDA context takes {_mib(ctx)} (every process pays this once per GPU)")
     if cuda_free is not None and cuda_free - total >= 4 * MIB:
@@ -405,9 +429,9 @@ def capacity(g: dict[str, Any], matrix: Any) -> Finding:
     if frag > 2 * MIB:
         lines.append(f"free memory is fragmented: the largest single block is {_mib(largest)}, "
                      f"{_mib(frag)} less than the total")
-    row = matrix.gpu(before.get("name") or g.get("name")) if matrix is not None else None
+    row = matrix.gpu(before.name or g.name) if matrix is not None else None
     spec_gib = row.get("memory_gib") if row else None
-    if spec_gib and nvml_total and before.get("ecc_enabled") and nvml_total < spec_gib * 1024 * MIB * 0.97:
+    if spec_gib and nvml_total and before.ecc_enabled and nvml_total < spec_gib * 1024 * MIB * 0.97:
         lines.append(f"ECC is on: the GPU reports {_mib(nvml_total)} of its {spec_gib} GiB (ECC reserves part of "
                      "the memory on some GPUs)")
     title = (f"{who}: {_mib(total)} allocatable in total, largest single block {_mib(largest)}"
@@ -415,7 +439,7 @@ def capacity(g: dict[str, Any], matrix: Any) -> Finding:
     severity = "ok"
     if largest < 0.9 * total:
         severity = "warn"  # a single large tensor does not fit although the total would
-    ctx_cost = max(0, (with_ctx.get("memory_used") or 0) - (before.get("memory_used") or 0))
+    ctx_cost = max(0, (with_ctx.memory_used or 0) - (before.memory_used or 0))
     unexplained = (nvml_free or 0) - total - ctx_cost
     if nvml_free and unexplained > 0.05 * (nvml_total or nvml_free):
         severity = "warn"
@@ -423,28 +447,29 @@ def capacity(g: dict[str, Any], matrix: Any) -> Finding:
     detail = ("Where the memory went: " + "; ".join(lines) + ".") if lines else \
         "Nearly all the memory NVML reports free can be allocated, in one block."
     evidence = [Evidence("oom.largest_block", largest,
-                         f"libcuda:cuMemAlloc_v2 (binary search, {g.get('largest_calls')} calls)"),
-                Evidence("oom.total_allocatable", total, f"libcuda:cuMemAlloc_v2 ({g.get('total_blocks')} blocks, "
-                         f"{g.get('total_calls')} calls)"),
+                         f"libcuda:cuMemAlloc_v2 (binary search, {g.largest_calls} calls)"),
+                Evidence("oom.total_allocatable", total, f"libcuda:cuMemAlloc_v2 ({g.total_blocks} blocks, "
+                         f"{g.total_calls} calls)"),
                 Evidence("cuda.mem_info", {"free": cuda_free, "total": cuda_total}, "libcuda:cuMemGetInfo_v2"),
-                Evidence("nvml.memory", {"total": nvml_total, "used": before.get("memory_used"), "free": nvml_free},
+                Evidence("nvml.memory", {"total": nvml_total, "used": before.memory_used, "free": nvml_free},
                          "nvml:nvmlDeviceGetMemoryInfo")]
     return _f("oom.capacity", severity, title, detail, evidence, area=AREA_OOM)
 
 
-def recovery(g: dict[str, Any]) -> list[Finding]:
+def recovery(g: ActiveGpu) -> list[Finding]:
     out = []
     who = label(g)
-    rec = g.get("recovery")
+    rec = g.recovery
     if rec is not None:
-        if rec["wrong"] == 0:
+        if rec.wrong == 0:
             out.append(_f("oom.recovery", "ok", f"{who}: after running out of memory the context still works: a new "
-                          f"allocation and a kernel ({rec['elements']:,} elements exact)",
-                          evidence=[Evidence("oom.recovery", rec, "smoke:saxpy after CUDA_ERROR_OUT_OF_MEMORY")],
+                          f"allocation and a kernel ({rec.elements:,} elements exact)",
+                          evidence=[Evidence("oom.recovery", asdict(rec),
+                                             "smoke:saxpy after CUDA_ERROR_OUT_OF_MEMORY")],
                           area=AREA_OOM))
         else:
             out.append(_wrong(who, "the kernel run after the out-of-memory error", rec))
-    start, after, end = g.get("cuda_free"), g.get("cuda_free_after_release"), g.get("cuda_free_end")
+    start, after, end = g.cuda_free, g.cuda_free_after_release, g.cuda_free_end
     if start is not None and after is not None:
         lost = max(start - after, start - (end if end is not None else start))
         if lost <= 0:
@@ -474,24 +499,23 @@ def tensor_core_peak(row: dict[str, Any] | None, dtype: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def tensor_core_findings(who: str, gpu_name: str | None, rates: dict[str, Any] | None, matrix: Any,
+def tensor_core_findings(who: str, gpu_name: str | None, rates: dict[str, TensorRate] | None, matrix: Any,
                          area: str = AREA_SMOKE, source: str = "torch.matmul") -> list[Finding]:
     """One finding per measured dtype: the achieved TFLOP/s, against the tensor-core peak when one is recorded.
 
-    ``rates`` is what framework_child.tensor_core_rates measured: {"bf16": {"tflops", "n", "iters", "seconds"}
-    | {"skipped": why}, "fp16": {...}}. Pure.
+    ``rates`` is what framework_child.tensor_core_rates measured (``FrameworkRun.matmul_tflops``): a
+    :class:`TensorRate` per dtype ("bf16", "fp16"), with the rate or why it was skipped. Pure.
     """
     out: list[Finding] = []
     row = matrix.gpu(gpu_name) if matrix is not None and gpu_name else None
     for dtype in TENSOR_DTYPES:
         shown = dtype
-        res = (rates or {}).get(dtype) or {}
-        value = res.get("tflops")
+        res = (rates or {}).get(dtype) or TensorRate()
+        value = res.tflops
         if not isinstance(value, (int, float)) or value <= 0:
             continue
         what = f"{shown} matrix product (tensor cores)"
-        how = f"{source}: {res.get('n')}×{res.get('n')} {shown}, {res.get('iters')} iterations after warm-up, " \
-              "timed with CUDA events"
+        how = f"{source}: {res.n}×{res.n} {shown}, {res.iters} iterations after warm-up, timed with CUDA events"
         ev = [Evidence(f"framework.{dtype}_tflops", round(value, 1), how)]
         peak = tensor_core_peak(row, dtype)
         if peak is None:

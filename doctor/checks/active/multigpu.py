@@ -1,25 +1,22 @@
-"""What the multi-GPU part of the smoke test found, judged. Pure: the child's ``multi_gpu`` fact in, findings out.
+"""What the multi-GPU part of the smoke test found, judged: the recorded
+:class:`~doctor.model.facts_active.MultiGpu` in, findings out. Pure.
 
-The child (:func:`doctor.active.gpu_child.multi_gpu`) reports, for the selected GPUs::
-
-    {"gpus": [0, 1], "bus_ids": {"0": "0000:18:00.0", …},
-     "topology": {"0-1": 40, …},                 nvmlDeviceGetTopologyCommonAncestor per pair (a < b)
-     "nvlinks": {"0": [{"link", "active", "version", "remote_bus"}, …] | None, …},
-     "pcie": {"0": {"pcie_gen", "pcie_width", …}, …},
-     "can_access_peer": {"0>1": true, …},         cuDeviceCanAccessPeer per ordered pair
-     "peer_enable_errors": {"0>1": {call, code, name, text}, …},
-     "copies": {"0>1": {"bytes", "ms", "gbs", "intact"}, …},
-     "cleanup_problems": [...]}
+The child (:func:`doctor.active.gpu_child.multi_gpu`) recorded, for the selected GPUs, their PCI bus ids,
+nvmlDeviceGetTopologyCommonAncestor per pair ("a-b", a < b), each GPU's NVLink links (state, version, the bus
+id at the other end) and PCIe link, cuDeviceCanAccessPeer and cuCtxEnablePeerAccess per ordered pair ("a>b"),
+and a cuMemcpyPeer per ordered pair (bytes, ms, GB/s, intact).
 
 :func:`topology_matrix` turns it into the matrix ``nvidia-smi topo -m`` prints (X, NV#, PIX, PXB, PHB, NODE,
-SYS), shown in the text report and kept in the JSON.
+SYS), shown in the finding and kept in the JSON.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
-from doctor.active.nvmlread import bus_key
+from doctor.model.facts_active import MultiGpu, NvLink, PcieLink, bus_key
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
 
 AREA = "Multi-GPU"
@@ -48,17 +45,17 @@ def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Ev
                    area=AREA, check=code)
 
 
-def nvlink_links(mg: dict[str, Any], a: int, b: int) -> list[dict[str, Any]]:
+def nvlink_links(mg: MultiGpu, a: int, b: int) -> list[NvLink]:
     """GPU a's NVLink links whose other end is GPU b (from a's side, as nvidia-smi counts them)."""
-    want = bus_key((mg.get("bus_ids") or {}).get(str(b)))
-    links = (mg.get("nvlinks") or {}).get(str(a)) or []
-    return [lk for lk in links if want is not None and bus_key(lk.get("remote_bus")) == want]
+    want = bus_key(mg.bus_ids.get(str(b)))
+    links = mg.nvlinks.get(str(a)) or []
+    return [lk for lk in links if want is not None and bus_key(lk.remote_bus) == want]
 
 
-def topology_matrix(mg: dict[str, Any]) -> dict[str, Any]:
+def topology_matrix(mg: MultiGpu) -> dict[str, Any]:
     """The `nvidia-smi topo -m` matrix: {"gpus": [0, 1], "rows": [["X", "NV4"], ["NV4", "X"]], "legend": …}.
     NV# counts the *active* links; a pair whose links are all down shows its PCIe path instead."""
-    gpus = list(mg.get("gpus") or [])
+    gpus = list(mg.gpus)
     rows = []
     for a in gpus:
         row = []
@@ -66,17 +63,17 @@ def topology_matrix(mg: dict[str, Any]) -> dict[str, Any]:
             if a == b:
                 row.append("X")
                 continue
-            up = [lk for lk in nvlink_links(mg, a, b) if lk.get("active")]
+            up = [lk for lk in nvlink_links(mg, a, b) if lk.active]
             if up:
                 row.append(f"NV{len(up)}")
                 continue
-            level = (mg.get("topology") or {}).get(f"{min(a, b)}-{max(a, b)}")
+            level = mg.topology.get(f"{min(a, b)}-{max(a, b)}")
             row.append(LEVELS.get(level, "?") if isinstance(level, int) else "?")
         rows.append(row)
     return {"gpus": gpus, "rows": rows, "legend": LEGEND}
 
 
-def _grid(gpus: list[int], cell: Any) -> str:
+def _grid(gpus: list[int], cell: Callable[[int, int], str]) -> str:
     head = "        " + "".join(f"GPU{g:<6}" for g in gpus)
     lines = [head.rstrip()]
     for a in gpus:
@@ -84,13 +81,13 @@ def _grid(gpus: list[int], cell: Any) -> str:
     return "\n".join(lines)
 
 
-def render(mg: dict[str, Any]) -> str:
+def render(mg: MultiGpu) -> str:
     """The three matrices as text: topology, peer access, peer copy GB/s (row = source, column = destination)."""
     m = topology_matrix(mg)
     gpus, rows = m["gpus"], m["rows"]
     at = {(a, b): rows[i][j] for i, a in enumerate(gpus) for j, b in enumerate(gpus)}
-    can = mg.get("can_access_peer") or {}
-    copies = mg.get("copies") or {}
+    can = mg.can_access_peer
+    copies = mg.copies
 
     def peer(a: int, b: int) -> str:
         if a == b:
@@ -101,30 +98,29 @@ def render(mg: dict[str, Any]) -> str:
     def gbs(a: int, b: int) -> str:
         if a == b:
             return "X"
-        c = copies.get(f"{a}>{b}") or {}
-        return f"{c['gbs']:.1f}" if c.get("gbs") is not None else "-"
+        c = copies.get(f"{a}>{b}")
+        return f"{c.gbs:.1f}" if c is not None and c.gbs is not None else "-"
 
     return ("Topology (nvidia-smi topo -m):\n" + _grid(gpus, lambda a, b: at[(a, b)]) + "\n" + m["legend"] +
             "\n\nPeer access (cuDeviceCanAccessPeer, row → column):\n" + _grid(gpus, peer) +
             "\n\nPeer copy GB/s (cuMemcpyPeer, row → column):\n" + _grid(gpus, gbs))
 
 
-def expected_gbs(mg: dict[str, Any], a: int, b: int) -> tuple[float | None, str | None]:
+def expected_gbs(mg: MultiGpu, a: int, b: int) -> tuple[float | None, str | None]:
     """The rate a peer copy a → b should approach: its active NVLink links, or the slower PCIe link when the
     path stays below the host bridge (PIX/PXB/PHB); None when nothing sensible is known (NODE/SYS detours
     through the CPU, whose rate NVML does not say)."""
-    up = [lk for lk in nvlink_links(mg, a, b) if lk.get("active")]
+    up = [lk for lk in nvlink_links(mg, a, b) if lk.active]
     if up:
-        per = [NVLINK_LINK_GBS.get(lk.get("version") or 0, 25.0) if (lk.get("version") or 0) < 8 else 50.0
-               for lk in up]
+        per = [NVLINK_LINK_GBS.get(lk.version or 0, 25.0) if (lk.version or 0) < 8 else 50.0 for lk in up]
         return sum(per), f"{len(up)} NVLink link(s)"
-    level = (mg.get("topology") or {}).get(f"{min(a, b)}-{max(a, b)}")
+    level = mg.topology.get(f"{min(a, b)}-{max(a, b)}")
     if not isinstance(level, int) or level > 30:
         return None, None
     rates = []
     for g in (a, b):
-        link = (mg.get("pcie") or {}).get(str(g)) or {}
-        gen, width = link.get("pcie_gen"), link.get("pcie_width")
+        link = mg.pcie.get(str(g)) or PcieLink()
+        gen, width = link.pcie_gen, link.pcie_width
         if gen not in PCIE_LANE_GBS or not width:
             return None, None
         rates.append((PCIE_LANE_GBS[gen] * width, f"PCIe gen {gen} x{width}"))
@@ -132,26 +128,25 @@ def expected_gbs(mg: dict[str, Any], a: int, b: int) -> tuple[float | None, str 
     return rate, f"the {text} link"
 
 
-def findings(mg: dict[str, Any] | None) -> list[Finding]:
-    if not mg or len(mg.get("gpus") or []) < 2:
+def findings(mg: MultiGpu | None) -> list[Finding]:
+    if mg is None or len(mg.gpus) < 2:
         return []
-    gpus = mg["gpus"]
+    gpus = mg.gpus
     out = [_f("multigpu.topology", "info", f"{len(gpus)} GPUs: topology, peer access and peer copy bandwidth",
               render(mg), [Evidence("multigpu.matrix", topology_matrix(mg)["rows"],
                                     "nvml:nvmlDeviceGetTopologyCommonAncestor, nvmlDeviceGetNvLinkState")])]
-    can = mg.get("can_access_peer") or {}
+    can = mg.can_access_peer
     for a in gpus:
-        for lk in (mg.get("nvlinks") or {}).get(str(a)) or []:
-            if lk.get("active"):
+        for lk in mg.nvlinks.get(str(a)) or []:
+            if lk.active:
                 continue
-            other = next((b for b in gpus if bus_key((mg.get("bus_ids") or {}).get(str(b))) ==
-                          bus_key(lk.get("remote_bus"))), None)
-            to = f" (to GPU {other})" if other is not None else f" (to {lk.get('remote_bus')})"
-            out.append(_f("multigpu.nvlink_down", "warn", f"GPU {a}: NVLink link {lk['link']}{to} is down",
+            other = next((b for b in gpus if bus_key(mg.bus_ids.get(str(b))) == bus_key(lk.remote_bus)), None)
+            to = f" (to GPU {other})" if other is not None else f" (to {lk.remote_bus})"
+            out.append(_f("multigpu.nvlink_down", "warn", f"GPU {a}: NVLink link {lk.link}{to} is down",
                           "An inactive NVLink link halves (or worse) the bandwidth between these GPUs and NCCL may "
                           "route around it through PCIe. Usual causes: a link that failed training (bad bridge or "
                           "baseboard), a GPU reset that left it down, or on NVSwitch systems the fabric manager.",
-                          [Evidence("nvml.nvlink_state", {"gpu": a, "link": lk["link"], "active": False},
+                          [Evidence("nvml.nvlink_state", {"gpu": a, "link": lk.link, "active": False},
                                     "nvml:nvmlDeviceGetNvLinkState")],
                           "Check the link's error counters and the kernel log; reset the GPUs or reboot.",
                           [FixStep(["nvidia-smi", "nvlink", "--status", "-i", str(a)]),
@@ -173,32 +168,31 @@ def findings(mg: dict[str, Any] | None) -> list[Finding]:
                               "Start the fabric manager on NVSwitch systems and check the topology:",
                               [FixStep(["systemctl", "status", "nvidia-fabricmanager"]),
                                FixStep(["nvidia-smi", "topo", "-p2p", "r"])]))
-    for pair, err in sorted((mg.get("peer_enable_errors") or {}).items()):
-        a, b = pair.split(">")
+    for pair, err in sorted(mg.peer_enable_errors.items(), key=lambda item: item[0]):
+        src, dst = pair.split(">")
         out.append(_f("multigpu.peer_access", "fail",
-                      f"GPU {a} → GPU {b}: cuCtxEnablePeerAccess failed with {err.get('name')} ({err.get('code')}): "
-                      f"{err.get('text')}",
+                      f"GPU {src} → GPU {dst}: cuCtxEnablePeerAccess failed with {err.name} ({err.code}): {err.text}",
                       "The driver said the GPUs can access each other, then refused to enable it: peer copies fall "
                       "back to host memory (IOMMU/ACS settings, a virtualised PCIe topology, or too many peers).",
-                      [Evidence("cuda.error", f"{err.get('name')}: {err.get('text')}",
+                      [Evidence("cuda.error", f"{err.name}: {err.text}",
                                 "libcuda:cuCtxEnablePeerAccess")]))
     fine: list[tuple[str, float]] = []
-    for pair, c in sorted((mg.get("copies") or {}).items()):
+    for pair, c in sorted(mg.copies.items(), key=lambda item: item[0]):
         a, b = (int(x) for x in pair.split(">"))
-        if c.get("intact") is False:
+        if c.intact is False:
             out.append(_f("gpu.wrong_results", "fail", f"GPU {a} → GPU {b}: a peer copy arrived corrupted",
                           "Data copied from one GPU to another came back different: a fault on the NVLink or PCIe "
-                          "path between them.", [Evidence("multigpu.copy", c, "smoke:cuMemcpyPeer")]))
-        if c.get("gbs") is None:
+                          "path between them.", [Evidence("multigpu.copy", asdict(c), "smoke:cuMemcpyPeer")]))
+        if c.gbs is None:
             continue
-        direct = can.get(pair) and pair not in (mg.get("peer_enable_errors") or {})
+        direct = can.get(pair) and pair not in mg.peer_enable_errors
         peak, what = expected_gbs(mg, a, b) if direct else (None, None)
-        ev = [Evidence("multigpu.peer_gbs", round(c["gbs"], 1), f"smoke:cuMemcpyPeer ({c['bytes'] >> 20} MiB, "
+        ev = [Evidence("multigpu.peer_gbs", round(c.gbs, 1), f"smoke:cuMemcpyPeer ({c.bytes >> 20} MiB, "  # type: ignore[operator]
                        "best of 3)")]
-        shown = f"{c['gbs']:,.1f} GB/s"
+        shown = f"{c.gbs:,.1f} GB/s"
         if not peak:  # in the matrix only: no figure to hold it against
             continue
-        ratio = c["gbs"] / peak
+        ratio = c.gbs / peak
         title = f"GPU {a} → GPU {b}: peer copy {shown}, {ratio:.0%} of {what} ({peak:,.1f} GB/s)"
         if ratio >= MIN_PEER_RATIO:
             fine.append((pair, ratio))
@@ -215,7 +209,7 @@ def findings(mg: dict[str, Any] | None) -> list[Finding]:
                       f"pair direction(s) (lowest {worst[1]:.0%}, GPU {worst[0].replace('>', ' → GPU ')})",
                       evidence=[Evidence("multigpu.peer_ratios", {p: round(r, 2) for p, r in fine},
                                          "smoke:cuMemcpyPeer vs NVLink / PCIe")]))
-    if mg.get("cleanup_problems"):
+    if mg.cleanup_problems:
         out.append(_f("gpu.cuda_error", "warn", "Multi-GPU test: releasing its resources failed: "
-                      + ", ".join(mg["cleanup_problems"])))
+                      + ", ".join(mg.cleanup_problems)))
     return out

@@ -1,4 +1,5 @@
-"""What a CUDA driver error means, in plain words, and which finding it becomes.
+"""What a CUDA driver error means, in plain words, and which finding it becomes (the smoke test's and the OOM
+probe's judges read it).
 
 The meanings are reviewed data in the one error catalog, ``compat/errors.toml`` ([[cuda_error]], each row
 with its source). Keys are the driver's own names (cuGetErrorName); the numbers and texts are those of the
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from doctor.matrix import bundled
 from doctor.model.findings import FixStep
 
 
@@ -49,9 +51,7 @@ def _meanings(rows: list[dict[str, Any]]) -> dict[str, Meaning]:
 @cache
 def meanings() -> dict[str, Meaning]:
     """The one catalog: compat/errors.toml [[cuda_error]] (name → finding, explanation, fix, steps, source).
-    Read on first use, not at import: `check` imports this module's users without ever needing it."""
-    from doctor.matrix import bundled
-
+    Read on first use, not at import: a judge needs it only for a driver error."""
     return _meanings(bundled().rows("errors", "cuda_error"))
 
 

@@ -1,0 +1,62 @@
+"""The probes run side by side: what a user sees of that is only speed, and the same facts and failures as when they
+ran one after another. `check` runs its own start-up work (importing the checks, reading the matrix) while the
+probes' child processes answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from doctor.host import Host
+from doctor.probes import collect, hostinfo
+from tests.sysroot import Cmd, build, dpkg_status
+
+
+def _root(tmp_path: Path) -> Path:
+    return build(tmp_path, {
+        "/etc/os-release": 'ID=ubuntu\nVERSION_ID="22.04"\nPRETTY_NAME="Ubuntu 22.04.4 LTS"\n',
+        "/var/lib/dpkg/status": dpkg_status(("nvidia-driver-550", "550.54.15-0ubuntu1"), ("vim", "2:9.0")),
+        "/usr/bin/dmesg": Cmd("[  12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"),
+    })
+
+
+def test_the_caller_s_start_up_work_runs_once_while_the_probes_run(tmp_path: Path) -> None:
+    calls: list[str] = []
+    facts = collect(Host(root=_root(tmp_path)), meanwhile=lambda: calls.append("warm"))
+    assert calls == ["warm"]
+    assert facts.host.os_id == "ubuntu"
+
+
+def test_packages_and_xids_read_beside_the_others_keep_their_facts_and_sources(tmp_path: Path) -> None:
+    facts = collect(Host(root=_root(tmp_path)))
+    assert [(p.name, p.version) for p in facts.driver.packages] == [("nvidia-driver-550", "550.54.15-0ubuntu1")]
+    assert [x.xid for x in facts.driver.xid_events] == [79]
+    assert facts.sources["driver.packages"] == "file:/var/lib/dpkg/status"
+    assert facts.sources["driver.xid_events"] == "cmd:dmesg"
+
+
+def test_a_probe_that_crashes_still_crashes_the_collection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in one probe is not swallowed by its thread: it reaches the caller (the CLI's internal-error path)."""
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("probe bug")
+
+    monkeypatch.setattr(hostinfo, "probe_host", broken)
+    with pytest.raises(RuntimeError, match="probe bug"):
+        collect(Host(root=_root(tmp_path)))
+
+
+def test_the_nvml_child_writes_what_json_would_without_importing_it() -> None:
+    """The NVML child prints its answer without importing json (re, enum: ~10 ms of its start on every `check`):
+    the same text json.dumps writes, and json's own for anything that is not a plain value."""
+    import json
+    import math
+
+    from doctor.probes.native_child import dumps
+
+    gpu = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1", "power_draw_w": 71.25, "ecc_uncorrected": 0,
+           "mig_mode": False, "processes": [{"pid": 7, "name": "train\u00e9\n", "used_mib": None}], "mig_devices": []}
+    for value in ({"section": "nvml", "gpus": [gpu]}, {}, [], {"a": (1, "x")}, {"e": "\ud800\"\\\x01"},
+                  {"big": 10**40, "neg": -0.0, "tiny": 1e-300}, {"nan": math.nan}, {"inf": -math.inf}, {1: "int key"}):
+        assert dumps(value) == json.dumps(value)

@@ -1,0 +1,103 @@
+"""doctor.model.records.dataclass defines frozen classes faster than the standard decorator; a user sees the same
+objects: the same repr, equality, hash, immutability and copying, field by field options included."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any
+
+import pytest
+
+from doctor.model import records
+
+
+def _pair(body: dict[str, Any], annotations: dict[str, Any]) -> tuple[type, type]:
+    """The same class body decorated by the standard decorator and by records.dataclass (frozen=True)."""
+    made = []
+    for deco in (dataclasses.dataclass(frozen=True), records.dataclass(frozen=True)):
+        ns = {"__annotations__": dict(annotations), **body, "__module__": __name__, "__qualname__": "Sample"}
+        made.append(deco(type("Sample", (), ns)))
+    return made[0], made[1]
+
+
+CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    ({}, {}),
+    ({"b": 2}, {"a": "int", "b": "int"}),
+    ({"b": dataclasses.field(default=0, repr=False), "c": dataclasses.field(default=0, compare=False)},
+     {"a": "int", "b": "int", "c": "int"}),
+    ({"b": dataclasses.field(default=0, hash=False), "c": dataclasses.field(default=0, compare=False, hash=True)},
+     {"a": "int", "b": "int", "c": "int"}),
+    ({"items": dataclasses.field(default_factory=list)}, {"a": "int", "items": "list"}),
+    ({"__eq__": lambda self, other: True}, {"a": "int"}),  # its own __eq__ (and so __hash__ None from Python)
+    ({"__hash__": lambda self: 7}, {"a": "int"}),
+    ({"__repr__": lambda self: "mine"}, {"a": "int"}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_a_frozen_record_behaves_as_the_standard_dataclass(case: int) -> None:
+    body, annotations = CASES[case]
+    std, fast = _pair(body, annotations)
+    values = [dict.fromkeys(annotations, v) for v in (1, 2)]
+    for kwargs in values:
+        kwargs.pop("items", None)
+        a_std, b_std, a_fast, b_fast = std(**kwargs), std(**values[0]), fast(**kwargs), fast(**values[0])
+        assert repr(a_fast) == repr(a_std)
+        assert (a_fast == b_fast) == (a_std == b_std)
+        assert (a_fast != b_fast) == (a_std != b_std)
+        assert (a_fast == object()) == (a_std == object())
+        try:
+            expected: Any = hash(a_std)
+        except TypeError as exc:
+            expected = type(exc)
+        try:
+            got: Any = hash(a_fast)
+        except TypeError as exc:
+            got = type(exc)
+        assert got == expected
+        for name in annotations:
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(a_fast, name, 3)
+        assert dataclasses.replace(a_fast) == a_fast or body.get("__eq__")
+        assert dataclasses.asdict(a_fast) == dataclasses.asdict(a_std)
+        assert [f.name for f in dataclasses.fields(fast)] == [f.name for f in dataclasses.fields(std)]
+        assert fast.__match_args__ == std.__match_args__
+
+
+def test_a_record_inherits_fields_and_keeps_its_own_methods() -> None:
+    @records.dataclass(frozen=True)
+    class Base:
+        kind: str = "base"
+
+    @records.dataclass(frozen=True)
+    class Child(Base):
+        size: int = 1
+
+    assert repr(Child(size=2)).endswith("<locals>.Child(kind='base', size=2)")
+    assert Child() == Child() and Child() != Base() and hash(Child()) == hash(("base", 1))
+
+
+def test_a_recursive_repr_stops_as_the_standard_one_does() -> None:
+    @records.dataclass(frozen=True)
+    class Node:
+        children: list[Any] = dataclasses.field(default_factory=list)
+
+    node = Node()
+    node.children.append(node)
+    assert repr(node).endswith("Node(children=[...])")
+
+
+def test_every_frozen_record_of_the_check_path_is_the_fast_kind() -> None:
+    """The frozen classes `check` defines go through records.dataclass (their __repr__ is the shared one)."""
+    slow = []
+    for name in ("doctor.model.facts", "doctor.model.remedy", "doctor.model.plan", "doctor.model.findings",
+                 "doctor.model.report", "doctor.model.severity", "doctor.registry", "doctor.beliefs",
+                 "doctor.matrix", "doctor.queries", "doctor.fixplan", "doctor.host", "doctor.checks.require_cuda"):
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if (isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value)
+                    and value.__dataclass_params__.frozen
+                    and not value.__repr__.__qualname__.startswith("_repr_of")):
+                slow.append(f"{name}.{value.__name__}")
+    assert slow == []
