@@ -16,6 +16,7 @@ import sys
 # or typing (~15 ms together with -S); the annotations are never evaluated.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 CUDA_ERROR_NAMES = {
@@ -295,6 +296,7 @@ class _NotPlain(Exception):
 def dumps(value: Any) -> str:
     """``json.dumps(value)``, the same text, for the plain values this child prints (dicts with string keys,
     lists, strings, ints, finite floats, booleans, None) without importing json; anything else goes to json."""
+    quote: Callable[[str], str] | None
     try:
         from _json import encode_basestring_ascii as quote
     except ImportError:

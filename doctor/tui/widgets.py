@@ -107,7 +107,7 @@ class KeyBar(Footer):
         self._composed = self.shown()
         yield from super().compose()
 
-    def bindings_changed(self, screen: Screen) -> None:
+    def bindings_changed(self, screen: Screen[Any]) -> None:
         if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
             return
         if not self._recompose_queued and self.shown() != self._composed:
