@@ -69,7 +69,8 @@ def _columns() -> int:
         columns = 0
     if columns <= 0:
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+            stream = sys.__stdout__  # None when the interpreter started without one
+            columns = os.get_terminal_size(stream.fileno()).columns if stream is not None else 0
         except (AttributeError, ValueError, OSError):
             columns = 0
     return columns or 80
