@@ -9,8 +9,16 @@ cuda-doctor (`cuda-doctor diagnose`), each installed into its own venv under .ca
   with torch  every tool checks an environment that has torch 2.13.0 (the test suite's CPU wheel in
               .cache/test-envs): the peers' second venv sees it through a .pth file, gpu-doctor gets VIRTUAL_ENV
 
-The previous release is a git revision (default: 0c084df, the last commit before the round that made `check`
-slower), exported to .cache/bench/ and run by the same interpreter with PYTHONPATH pointing at it.
+gpu-doctor is measured the way the README installs it: scripts/install (GPU_DOCTOR_HOME=.cache/bench/gpu-doctor,
+GPU_DOCTOR_BIN=.cache/bench/gpu-doctor-bin), i.e. an environment of its own with a regular, non-editable
+`pip install .` of a copy of the current working tree (tracked and untracked files git does not ignore, so
+uncommitted changes count), run through its console script `bin/gpu-doctor`; reinstalled on every run of this
+script. The previous release is a git revision (default: 0c084df, the last commit before the round that made
+`check` slower) and each --also REV one more; each is exported with `git archive` to .cache/bench/src-REV and
+installed the same way into .cache/bench/gpu-doctor-REV (its own scripts/install where it has one, else the same
+steps: `python -m venv`, `pip install .`), once. One extra row, "gpu-doctor (dev tree)", is the developer's way:
+`python -m doctor check` by the interpreter running this script (the dev .venv, with the editable install's finder
+hook in its site) and PYTHONPATH at the working tree; it shows what the dev set-up adds, and is not judged.
 Targets (issue 23): check ≤ 0.5× each peer without torch, ≤ 0.15× with torch, not slower than the previous release
 (ratio ≤ 1.0 with a 10% allowance for noise), peak RSS ≤ 40 MB.
 
@@ -20,7 +28,7 @@ best wall time of --runs, the best CPU time (user + system of the command and it
 the largest peak RSS of the command's own process; the runs of all the commands are interleaved, round by round.
 Usage, from the repository:
 
-    .venv/bin/python benchmarks/peers.py [--runs 7] [--baseline REV] [--torch-env DIR]
+    .venv/bin/python benchmarks/peers.py [--runs 7] [--baseline REV] [--also REV] [--torch-env DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import compileall
 import contextlib
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,6 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / ".cache" / "bench"
 DEFAULT_TORCH = REPO / ".cache" / "test-envs" / "torch2.13.0-cpu-cudnn9.28"
 PEERS = {"env-doctor": ["env-doctor", "check"], "cuda-doctor": ["cuda-doctor", "diagnose"]}
+DEV_ROW = "gpu-doctor (dev tree)"  # python -m doctor from the working tree, by the dev venv: not judged
 OUTSIDE = tempfile.mkdtemp(prefix="gpu-doctor-bench-")
 
 
@@ -95,14 +105,43 @@ def site_packages(env: Path) -> Path:
     return next((env / "lib").glob("python3*/site-packages"))
 
 
-def baseline_tree(rev: str) -> Path:
-    tree = BENCH / f"baseline-{rev}"
-    if not (tree / "doctor").is_dir():
+def source_tree(rev: str | None) -> Path:
+    """A copy of gpu-doctor's source to install: the working tree as it is (``rev`` None, copied afresh) or a git
+    revision (exported once)."""
+    tree = BENCH / ("src-current" if rev is None else f"src-{rev}")
+    if rev is None:
+        shutil.rmtree(tree, ignore_errors=True)
+        files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                               check=True, capture_output=True).stdout.decode().split("\0")
+        for name in filter(None, files):
+            source = REPO / name
+            if source.is_file():
+                (tree / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, tree / name)
+    elif not (tree / "doctor").is_dir():
         tree.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    compileall.compile_dir(str(tree / "doctor"), quiet=1)
     return tree
+
+
+def installed(rev: str | None) -> Path:
+    """gpu-doctor's console script, installed as the README says (scripts/install: its own venv, a regular
+    `pip install .`) from ``source_tree(rev)``; the working tree every time, a revision once."""
+    home = BENCH / ("gpu-doctor" if rev is None else f"gpu-doctor-{rev}")
+    script = home / "bin" / "gpu-doctor"
+    if rev is not None and script.exists():
+        return script
+    tree = source_tree(rev)
+    if (tree / "scripts" / "install").is_file():
+        env = {**run_env(), "GPU_DOCTOR_HOME": str(home), "GPU_DOCTOR_BIN": str(BENCH / f"{home.name}-bin"),
+               "PYTHON": sys.executable}
+        subprocess.run(["sh", str(tree / "scripts" / "install")], check=True, env=env, stdout=subprocess.DEVNULL)
+    else:  # an older revision without scripts/install: the same steps
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(home)], check=True)
+        subprocess.run([str(home / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        str(tree)], check=True)
+    return script
 
 
 def machine() -> str:
@@ -126,27 +165,24 @@ def main() -> int:
     torch_env = Path(args.torch_env)
     print(f"machine: {machine()}")
     compileall.compile_dir(str(REPO / "doctor"), quiet=1)
-    base = baseline_tree(args.baseline)
     env = run_env()
-
     # the torch-free environment gpu-doctor checks: python3 on a PATH of its own
     plain = venv("plain-python", [])
     no_torch_env = {**env, "PATH": f"{plain / 'bin'}:/usr/bin:/bin"}
-    doctor = [sys.executable, "-m", "doctor", "check"]
-    jobs: dict[tuple[str, str], tuple[list[str], dict[str, str]]] = {
-        ("no torch", "gpu-doctor"): (doctor, {**no_torch_env, "PYTHONPATH": str(REPO)}),
-        ("no torch", "previous release"): (doctor, {**no_torch_env, "PYTHONPATH": str(base)}),
-    }
+    torch_vars = {**no_torch_env, "VIRTUAL_ENV": str(torch_env)}
     with_torch = torch_env.is_dir()
-    if with_torch:
-        torch_vars = {**no_torch_env, "VIRTUAL_ENV": str(torch_env)}
-        jobs["with torch", "gpu-doctor"] = (doctor, {**torch_vars, "PYTHONPATH": str(REPO)})
-        jobs["with torch", "previous release"] = (doctor, {**torch_vars, "PYTHONPATH": str(base)})
-    for rev in args.also:
-        tree = str(baseline_tree(rev))
-        jobs["no torch", f"gpu-doctor@{rev}"] = (doctor, {**no_torch_env, "PYTHONPATH": tree})
+    check = ["check"]
+    dev = [sys.executable, "-m", "doctor", *check]
+    jobs: dict[tuple[str, str], tuple[list[str], dict[str, str]]] = {}
+    for label, rev in (("gpu-doctor", None), ("previous release", args.baseline),
+                       *((f"gpu-doctor@{rev}", rev) for rev in args.also)):
+        argv = [str(installed(rev)), *check]
+        jobs["no torch", label] = (argv, no_torch_env)
         if with_torch:
-            jobs["with torch", f"gpu-doctor@{rev}"] = (doctor, {**torch_vars, "PYTHONPATH": tree})
+            jobs["with torch", label] = (argv, torch_vars)
+    jobs["no torch", DEV_ROW] = (dev, {**no_torch_env, "PYTHONPATH": str(REPO)})
+    if with_torch:
+        jobs["with torch", DEV_ROW] = (dev, {**torch_vars, "PYTHONPATH": str(REPO)})
     for name, argv in PEERS.items():
         root = venv(name, [name])
         jobs["no torch", name] = ([str(root / "bin" / argv[0]), *argv[1:]], env)

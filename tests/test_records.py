@@ -101,3 +101,69 @@ def test_every_frozen_record_of_the_check_path_is_the_fast_kind() -> None:
                     and not value.__repr__.__qualname__.startswith("_repr_of")):
                 slow.append(f"{name}.{value.__name__}")
     assert slow == []
+
+
+def _outcome(action: Any) -> Any:
+    """What a user sees of an attempt: the exception's type and message, or the value."""
+    try:
+        return ("ok", action())
+    except Exception as exc:
+        return (type(exc), str(exc))
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_assigning_and_deleting_fail_and_succeed_as_the_standard_ones_do(case: int) -> None:
+    """Frozen __setattr__/__delattr__: the same exception and message on a field, on an unknown name, on a plain
+    subclass (which may set its own attributes but no field), and the same qualified names."""
+    body, annotations = CASES[case]
+    std, fast = _pair(body, annotations)
+    kwargs = {name: 1 for name in annotations if name != "items"}
+    for make in (lambda cls: cls, lambda cls: type("Plain", (cls,), {})):
+        a_std, a_fast = make(std)(**kwargs), make(fast)(**kwargs)
+        for name in (*annotations, "other", "__dict__"):
+            assert _outcome(lambda o=a_fast, n=name: setattr(o, n, 3)) == _outcome(
+                lambda o=a_std, n=name: setattr(o, n, 3))
+            assert _outcome(lambda o=a_fast, n=name: delattr(o, n)) == _outcome(
+                lambda o=a_std, n=name: delattr(o, n))
+        assert vars(a_fast) == vars(a_std)
+    for method in ("__setattr__", "__delattr__"):
+        assert getattr(fast, method).__qualname__ == getattr(std, method).__qualname__
+        assert getattr(fast, method).__module__ == getattr(std, method).__module__
+
+
+def test_frozen_records_copy_pickle_and_replace_as_the_standard_ones() -> None:
+    import copy
+    import pickle
+
+    for cls in (PickledStd, PickledFast):
+        record = cls(a=1, items=[2])
+        for twin in (copy.copy(record), copy.deepcopy(record), pickle.loads(pickle.dumps(record)),
+                     dataclasses.replace(record)):
+            assert twin == record and twin is not record
+        assert dataclasses.replace(record, a=5).a == 5
+        with pytest.raises(TypeError):
+            dataclasses.replace(record, nope=1)
+
+
+def test_a_subclass_frozen_mismatch_and_an_own_setattr_are_refused_as_before() -> None:
+    @dataclasses.dataclass
+    class Mutable:
+        a: int = 0
+
+    with pytest.raises(TypeError, match="cannot inherit frozen dataclass from a non-frozen one"):
+        records.dataclass(frozen=True)(type("Frozen", (Mutable,), {"__annotations__": {"b": "int"}, "b": 1}))
+    own = {"__setattr__": lambda self, name, value: None, "__annotations__": {"a": "int"}}
+    with pytest.raises(TypeError, match="Cannot overwrite attribute __setattr__ in class Own"):
+        records.dataclass(frozen=True)(type("Own", (), own))
+
+
+@dataclasses.dataclass(frozen=True)
+class PickledStd:
+    a: int
+    items: list[int] = dataclasses.field(default_factory=list)
+
+
+@records.dataclass(frozen=True)
+class PickledFast:
+    a: int
+    items: list[int] = dataclasses.field(default_factory=list)
