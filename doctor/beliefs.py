@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from doctor.model.facts import Facts, LibRef, Toolkit
+from doctor.model.facts import Facts, Gpu, LibRef, Toolkit
 from doctor.model.findings import Evidence
 from doctor.model.records import dataclass
 from doctor.model.report import live_probed as live_probed  # the one rule, in the model (renderers read it)
@@ -54,11 +54,14 @@ class Belief:
         return self.value is None
 
 
+V = TypeVar("V")
+
+
 @dataclass(frozen=True)
-class Known:
+class Known(Generic[V]):
     """A derived value (a version, a path) with where it came from; ``value`` None means unknown."""
 
-    value: Any
+    value: V | None
     source: str | None = None
     why: str = ""
 
@@ -113,10 +116,10 @@ class Beliefs:
     gpu_enumerated: Belief
     no_nvidia_gpu: Belief  # this machine has no NVIDIA GPU at all (CPU builds here are healthy)
     gpu_expected: Belief  # something here wants a GPU (a driver, a toolkit, a CUDA build of a framework)
-    driver_version: Known
-    driver_cuda: Known  # the CUDA version the driver supports ("12.2")
-    libcuda: Known  # real | stub | compat | newer_than_module | wsl | absent
-    build_toolkit: Known  # (root, version, how) of the toolkit extensions build with
+    driver_version: Known[str]
+    driver_cuda: Known[str]  # the CUDA version the driver supports ("12.2")
+    libcuda: Known[str]  # real | stub | compat | newer_than_module | wsl | absent
+    build_toolkit: Known[tuple[str, str | None, str]]  # (root, version, how) of the toolkit extensions build with
     texts: tuple[str, ...] = field(default_factory=tuple)  # error texts the facts carry (lower-cased)
 
 
@@ -190,7 +193,7 @@ def _texts(facts: Facts) -> tuple[str, ...]:
     return tuple(t.lower() for t in out if t)
 
 
-def listed_gpus(facts: Facts) -> list:
+def listed_gpus(facts: Facts) -> list[Gpu]:
     """GPUs a working driver enumerated (NVML, nvidia-smi, torch in a report) — not the PCI scan."""
     return [g for g in facts.gpus if g.source != "pci"]
 
@@ -376,7 +379,7 @@ def _gpu_expected(facts: Facts) -> Belief:
     return Belief(None, "nothing here says it wants a GPU")
 
 
-def _driver_version(facts: Facts) -> Known:
+def _driver_version(facts: Facts) -> Known[str]:
     d = facts.driver
     if d.kernel_module:
         return Known(d.kernel_module, facts.sources.get("driver.kernel_module"), "the loaded kernel module")
@@ -385,7 +388,7 @@ def _driver_version(facts: Facts) -> Known:
     return Known(None, None, "the driver version is unknown")
 
 
-def _driver_cuda(facts: Facts) -> Known:
+def _driver_cuda(facts: Facts) -> Known[str]:
     """cuDriverGetVersion first (what libcuda itself says), then nvidia-smi's header / XML, then a framework's
     'found version N' warning (recorded by the report reader as the driver API)."""
     d = facts.driver
@@ -423,7 +426,7 @@ def libcuda_kind(lib: LibRef | None, module: str | None, compat_pkgs: bool = Fal
     return "real"
 
 
-def _libcuda(facts: Facts) -> Known:
+def _libcuda(facts: Facts) -> Known[str]:
     lib = facts.loader.libcuda
     kind = libcuda_kind(lib, facts.driver.kernel_module)
     if kind is None:
@@ -453,7 +456,7 @@ def toolkit_named_by(facts: Facts, var: str) -> Toolkit | None:
     return next((t for t in facts.toolkits if norm_path(t.root) in want), None)
 
 
-def _build_toolkit(facts: Facts) -> Known:
+def _build_toolkit(facts: Facts) -> Known[tuple[str, str | None, str]]:
     """The toolkit extension builds use: CUDA_HOME / CUDA_PATH first (torch.utils.cpp_extension reads
     CUDA_HOME, then CUDA_PATH), then nvcc on PATH."""
     for var in ("CUDA_HOME", "CUDA_PATH"):

@@ -228,10 +228,10 @@ def _astray(unraisable: Any) -> None:
     ignored in … Traceback"): :func:`raise_if_signalled` raises it again where it can end the command."""
     if _signalled is not None and isinstance(unraisable.exc_value, (KeyboardInterrupt, Terminated)):
         return
-    _astray.previous(unraisable)  # type: ignore[attr-defined]
+    _previous_hook(unraisable)
 
 
-_astray.previous = sys.unraisablehook  # type: ignore[attr-defined]
+_previous_hook: Callable[[Any], object] = sys.unraisablehook  # what _astray hands every other exception to
 
 
 def install_signal_handlers() -> dict[int, Any]:
@@ -239,10 +239,10 @@ def install_signal_handlers() -> dict[int, Any]:
 
     A signal that is ignored (``nohup``) stays ignored. Returns the previous handlers for :func:`restore`.
     """
-    global _signalled
+    global _signalled, _previous_hook
     _signalled = None  # a new command (several run in one process in the tests)
     if sys.unraisablehook is not _astray:
-        _astray.previous = sys.unraisablehook  # type: ignore[attr-defined]
+        _previous_hook = sys.unraisablehook
         sys.unraisablehook = _astray
     previous: dict[int, Any] = {}
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):

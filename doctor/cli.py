@@ -69,7 +69,8 @@ def _columns() -> int:
         columns = 0
     if columns <= 0:
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+            stream = sys.__stdout__  # None when the interpreter started without one
+            columns = os.get_terminal_size(stream.fileno()).columns if stream is not None else 0
         except (AttributeError, ValueError, OSError):
             columns = 0
     return columns or 80
@@ -146,7 +147,7 @@ def _main(argv: list[str] | None) -> int:
     handlers = children.install_signal_handlers() if threading.current_thread() is threading.main_thread() else {}
     try:
         args = build_parser(only=name or "").parse_args(argv)
-        code = importlib.import_module(COMMANDS[args.command][0]).run(args.command, args)
+        code: int = importlib.import_module(COMMANDS[args.command][0]).run(args.command, args)
         children.raise_if_signalled()  # a signal whose exception Python dropped still ends as a signal
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
         return code
@@ -210,9 +211,12 @@ def detach_from_terminal() -> None:
     """The terminal hung up: standard output and error go to /dev/null, so that nothing left to flush at exit
     fails (the interpreter would turn that into exit 120) and the exit status stays 128 + SIGHUP."""
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if stream is None:  # started without that stream (sys.__stdout__ is None then)
+            continue
         with contextlib.suppress(Exception):
+            fd = stream.fileno()  # before the open: a stream without a descriptor leaks no /dev/null one
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, stream.fileno())  # type: ignore[union-attr]
+            os.dup2(devnull, fd)
             os.close(devnull)
     with contextlib.suppress(Exception):
         sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives until exit

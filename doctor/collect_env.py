@@ -243,14 +243,14 @@ def _read(text: str) -> _Report:
                 current = None
             continue
         kv = _KEY_VALUE.match(line)
-        name = _key(kv.group("key")) if kv else None
-        if kv and name and (current != "cpu" or name == "libraries"):
-            if name in report.values:
+        field = _key(kv.group("key")) if kv else None
+        if kv and field and (current != "cpu" or field == "libraries"):
+            if field in report.values:
                 current = None
                 continue  # a second report pasted below the first: keep the first
-            value = kv.group("value").strip()  # type: ignore[union-attr]
-            report.values[name] = value  # type: ignore[index]
-            current = name if name in MULTILINE else None
+            value = kv.group("value").strip()
+            report.values[field] = value
+            current = field if field in MULTILINE else None
             if current:
                 report.blocks.setdefault(current, [])
                 if value and current in ("gpus", "cudnn"):
@@ -806,15 +806,16 @@ def _merge(facts: Facts, pasted: _Pasted) -> Facts:
     version = smi["driver_version"]
     if version and not re.fullmatch(r"\d{3,}(\.\d+){1,2}", version):
         version = None
-    if version and driver.userspace is None:
+    block_driver = driver.userspace
+    if version and block_driver is None:
         driver = replace(driver, userspace=version)
         src("driver.userspace", label, override=True)
-    elif version and driver.userspace and version != driver.userspace:
-        if _more_specific(driver.userspace, version):
+    elif version and block_driver and version != block_driver:
+        if _more_specific(block_driver, version):
             driver = replace(driver, userspace=version)
             src("driver.userspace", label, override=True)
         else:
-            conflict("driver", driver.userspace, version, label)
+            conflict("driver", block_driver, version, label)
     if smi["cuda_version"] and driver.smi_cuda_version is None:
         driver = replace(driver, smi_cuda_version=smi["cuda_version"])
         src("driver.smi_cuda_version", label)

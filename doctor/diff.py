@@ -165,7 +165,10 @@ def _gpus(a: list[Gpu], b: list[Gpu]) -> Iterator[Change]:
     """GPUs by UUID when the two share any (the same machine, maybe reordered), else by index (two nodes)."""
     a_uuids, b_uuids = {g.uuid for g in a if g.uuid}, {g.uuid for g in b if g.uuid}
     by_uuid = bool(a_uuids & b_uuids)
-    key = (lambda g: g.uuid or f"index {g.index}") if by_uuid else (lambda g: g.index)
+
+    def key(g: Gpu) -> str | int | None:
+        return (g.uuid or f"index {g.index}") if by_uuid else g.index
+
     before, after = {key(g): g for g in a}, {key(g): g for g in b}
     for k in dict.fromkeys([*before, *after]):
         ga, gb = before.get(k), after.get(k)

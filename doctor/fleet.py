@@ -188,7 +188,9 @@ def _value_of(text: str, key: str, start: int) -> tuple[Any, int]:
     at = text.find(f'"{key}":', start)
     if at < 0:
         raise ValueError(f"no {key!r}")  # every facts v1 key is required: this file is laid out differently
-    return _DECODER.raw_decode(text, _WS.match(text, at + len(key) + 3).end())
+    after = at + len(key) + 3
+    blank = _WS.match(text, after)  # \s* always matches, if only the empty string
+    return _DECODER.raw_decode(text, blank.end() if blank else after)
 
 
 def _loads(text: str) -> Any:

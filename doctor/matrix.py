@@ -205,7 +205,8 @@ class Matrix:
         capability, architecture and segment only, with the table's source)."""
         rows = list(self.rows("gpus", "gpu"))
         for table in self.rows("gpus", "gpu_names"):
-            aliases = table.get("aliases") if isinstance(table.get("aliases"), dict) else {}
+            listed = table.get("aliases")
+            aliases: Row = listed if isinstance(listed, dict) else {}
             for name in table.get("names", []):
                 if not isinstance(name, str):
                     continue
@@ -523,7 +524,7 @@ def driver_runs_cuda(m: Matrix, driver: str | None, cuda: str, gpu_segment: str 
     if (need is None or not need.get("linux_min_driver")) and (mvc is None or not mvc.get("linux_min_driver")):
         return Verdict(False, "unknown", f"CUDA {cuda} is not in the matrix"
                        + (" (with a Windows driver minimum)" if windows else ""))
-    floor = need["linux_min_driver"] if need else mvc["linux_min_driver"]  # type: ignore[index]
+    floor = (need or {}).get("linux_min_driver") or (mvc or {}).get("linux_min_driver")  # one of them has it
     why = f"CUDA {major_minor(cuda)} needs driver ≥ {floor}; {driver} is older"
     if fwd and eligible is False:
         why += " (forward compatibility does not apply: it is for data-center and embedded GPUs, not " \

@@ -49,22 +49,23 @@ __all__ = [
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_D = TypeVar("_D")
 
 # Digit runs are bounded everywhere: int() refuses strings longer than 4,300 digits, and no
 # version or counter we read is anywhere near that long.
 _VERSION = r"\d{1,6}(?:\.\d{1,9}){0,3}"
 
 
-def _never_raise(default: Callable[[], _R]) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+def _never_raise(default: Callable[[], _D]) -> Callable[[Callable[_P, _R]], Callable[_P, _R | _D]]:
     """Last line of defence for the "never raises" contract: a bug in a parser becomes "unparsable".
 
     The parsers are written not to raise; this catches what they missed (a surrogate that expat
     refuses, a recursion limit in ast), because a probe must record a fact, not crash.
     """
 
-    def wrap(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    def wrap(func: Callable[_P, _R]) -> Callable[_P, _R | _D]:
         @functools.wraps(func)
-        def safe(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        def safe(*args: _P.args, **kwargs: _P.kwargs) -> _R | _D:
             try:
                 return func(*args, **kwargs)
             except Exception:
@@ -784,7 +785,7 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any]:
     children = _root_children(text)
     if children is None:
         return result
-    gpus = []
+    gpus: list[dict[str, Any]] = []
     for child in children:
         if child.tag == "driver_version":
             result["driver_version"] = _version_or_none(_clean(child.text) or "")
@@ -810,7 +811,7 @@ def _root_children(text: str) -> list[ET.Element] | None:
     """The complete children of <nvidia_smi_log>, in order; None if the text is not such a log."""
     import xml.etree.ElementTree as ET  # only when nvidia-smi's XML is read (no NVML answer)
 
-    parser = ET.XMLPullParser(events=("start", "end"))
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
     try:
         parser.feed(text)
         parser.close()
@@ -819,7 +820,12 @@ def _root_children(text: str) -> list[ET.Element] | None:
     children: list[ET.Element] = []
     depth = 0
     try:
-        for event, elem in parser.read_events():
+        for item in parser.read_events():
+            # Only "start" and "end" were asked for: each event is (name, element); the namespace
+            # events' other shapes never come.
+            if len(item) != 2 or not isinstance(item[1], ET.Element):
+                continue
+            event, elem = item
             if event == "start":
                 depth += 1
                 if depth == 1 and elem.tag != "nvidia_smi_log":

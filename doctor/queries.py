@@ -146,7 +146,7 @@ def query_cuda(m: Matrix, cuda: str) -> dict[str, Any]:
     # NVIDIA's support matrices name CUDA minors ("12.0-12.2"); a row known only per major ("12.x", from which
     # nvidia-cudnn-cuNN wheels exist) does not say it supports this minor, so it is listed apart.
     def _label(r: Row) -> str:
-        return r["version"] + (f"–{r['last']}" if r.get("last") else "")
+        return str(r["version"]) + (f"–{r['last']}" if r.get("last") else "")
     cudnn = [_label(r) for r in m.rows("cudnn", "cudnn")
              if any(cuda_in(cuda, s) for s in r.get("cuda", []) if not s.strip().endswith(".x"))]
     cudnn_major = [_label(r) for r in m.rows("cudnn", "cudnn") if _label(r) not in cudnn

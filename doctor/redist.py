@@ -145,7 +145,8 @@ def parse_cudnn(data: Any, source: str) -> CudnnRelease:
                         reverse=True)
         if majors:
             platforms[plat] = majors
-    listed = cudnn.get("cuda_variant") if isinstance(cudnn.get("cuda_variant"), list) else []
+    variant = cudnn.get("cuda_variant")
+    listed: list[Any] = variant if isinstance(variant, list) else []
     majors = sorted({int(v) for v in listed if isinstance(v, str) and v.isdigit()}
                     | {m for ms in platforms.values() for m in ms}, reverse=True)
     return CudnnRelease(label, _date(data), cudnn.get("version"), majors, platforms, source)
@@ -189,7 +190,8 @@ def propose(m: Matrix, cuda: list[CudaRelease], drivers: list[DriverRelease],
             cudnn: list[CudnnRelease]) -> list[Proposal]:
     """Rows the manifests say and the matrix lacks or contradicts, each with its manifest as the source."""
     out: list[Proposal] = []
-    branch_of = {}  # CUDA major.minor -> (branch, the driver manifest that carries its cuda_compat)
+    # CUDA major.minor -> (branch, the driver manifest that carries its cuda_compat)
+    branch_of: dict[str, tuple[int | None, DriverRelease]] = {}
     for d in sorted(drivers, key=lambda d: vtuple(d.label)):
         for c in d.compat_cuda:
             branch_of.setdefault(c, (d.branch, d))  # the first driver release carrying that CUDA's compat
@@ -220,25 +222,25 @@ def propose(m: Matrix, cuda: list[CudaRelease], drivers: list[DriverRelease],
             out.append(Proposal("new", "cuda", "toolkit", f"CUDA {mm}",
                                 f"driver {d.label} (R{b}) carries cuda_compat {mm}; the toolkit's own manifest was "
                                 "not read", {"source": d.source}))
-    for rel in sorted(cudnn, key=lambda r: vtuple(r.label), reverse=True):
-        row = m.cudnn(rel.label)
-        majors = set(rel.cuda_majors)
-        plats = "; ".join(f"{p}: CUDA {', '.join(map(str, ms))}" for p, ms in sorted(rel.platforms.items()))
-        proposed = {"version": rel.label, "cuda": [f"{x}.x" for x in sorted(majors, reverse=True)],
+    for lib in sorted(cudnn, key=lambda r: vtuple(r.label), reverse=True):
+        bundled = m.cudnn(lib.label)
+        majors = set(lib.cuda_majors)
+        plats = "; ".join(f"{p}: CUDA {', '.join(map(str, ms))}" for p, ms in sorted(lib.platforms.items()))
+        proposed = {"version": lib.label, "cuda": [f"{x}.x" for x in sorted(majors, reverse=True)],
                     "note": f"per-major builds from NVIDIA's cuDNN redistrib manifest ({plats})",
-                    "source": rel.source}
-        if row is None:
-            out.append(Proposal("new", "cudnn", "cudnn", f"cuDNN {rel.label}", plats, proposed))
-        elif majors and _cudnn_majors(row) != majors:
-            have = ", ".join(map(str, sorted(_cudnn_majors(row), reverse=True))) or "?"
-            out.append(Proposal("changed", "cudnn", "cudnn", f"cuDNN {rel.label}",
+                    "source": lib.source}
+        if bundled is None:
+            out.append(Proposal("new", "cudnn", "cudnn", f"cuDNN {lib.label}", plats, proposed))
+        elif majors and _cudnn_majors(bundled) != majors:
+            have = ", ".join(map(str, sorted(_cudnn_majors(bundled), reverse=True))) or "?"
+            out.append(Proposal("changed", "cudnn", "cudnn", f"cuDNN {lib.label}",
                                 f"CUDA majors: {have} → {', '.join(map(str, sorted(majors, reverse=True)))} ({plats})",
                                 proposed))
     return out
 
 
 def newest_seen(cuda: list[CudaRelease], drivers: list[DriverRelease], cudnn: list[CudnnRelease],
-                pypi: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+                pypi: dict[str, tuple[str, str]] | None = None) -> dict[str, dict[str, str]]:
     """The newest release per component the manifests (and PyPI's nvidia-* wheels) show, with where it was seen."""
     seen: dict[str, dict[str, str]] = {}
 

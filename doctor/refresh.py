@@ -151,7 +151,7 @@ def _get(session: Any, url: str, timeout: float, cache: HttpCache | None, *,
     host = urlsplit(url).hostname or url
     try:
         resp = session.get(url, headers=headers, timeout=timeout)
-        body = resp.content
+        body: bytes = resp.content
     except requests.Timeout:
         raise FetchError("offline", f"{host} did not answer within {timeout:g}s") from None
     except requests.ConnectionError:

@@ -23,7 +23,7 @@ NAMES = {
     "driver": "NVIDIA driver version", "gpus": "number of GPUs", "gpu-memory": "memory of the smallest GPU",
     "cc": "compute capability of the least capable GPU", "python": "Python version of the checked environment",
 }
-_SPEC = lazy_compile(r"^\s*([a-z][a-z-]*)\s*((?:==|!=|<=|>=|~=|<|>).+)$")
+_SPEC = lazy_compile(r"^\s*([a-z][a-z-]*)\s*((==|!=|<=|>=|~=|<|>).+)$")  # name, specifier, its first operator
 _MEM = lazy_compile(r"^(\d+(?:\.\d+)?)\s*(GiB|GB|MiB|MB)?$", re.I)
 
 
@@ -47,7 +47,7 @@ def parse(text: str) -> Requirement:
     if name not in NAMES:
         raise RequireError(f"--require {text!r}: unknown name {name!r} (one of: {', '.join(NAMES)})")
     if name == "gpu-memory":
-        op = re.match(r"^(==|!=|<=|>=|~=|<|>)", body).group(1)  # type: ignore[union-attr]
+        op = m.group(3)
         mem = _MEM.match(body[len(op):].strip())
         if not mem:
             raise RequireError(f"--require {text!r}: memory like 79GiB, 80GB or 81920MiB")

@@ -144,13 +144,25 @@ def test_a_requirements_file_of_a_megabyte(tmp_path: Path) -> None:
           files={"r.txt": "".join(f"pkg{i}>=1.{i}\n" for i in range(60_000))})
 
 
+@pytest.mark.parametrize("line", ["COPY --from= /opt/conda /opt/conda", "COPY --from=", "COPY --from=\t/opt /opt",
+                                  "COPY --from=$UNSET /opt/conda /opt/conda"])
+def test_a_copy_from_no_stage_copies_nothing_known(tmp_path: Path, line: str) -> None:
+    """`COPY --from=` with nothing after the `=` was an internal error; it names no stage, so the packages of the
+    earlier stage do not come along (and the report is written)."""
+    r = check(tmp_path, "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04 AS a\nRUN pip install torch==2.5.1\n"
+                        f"FROM ubuntu:22.04\n{line}\n", "--json")
+    assert r.code in (0, 1, 4), r
+    assert not [p for p in json.loads(r.out)["facts"]["python_envs"] for _ in p["packages"]]
+
+
 FRAGMENTS = ["FROM nvidia/cuda:12.8.1-devel-ubuntu24.04", "FROM pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
              "FROM $BASE AS a", "FROM a", "ARG BASE=ubuntu:22.04", "ENV PATH=$PATH:/x", "ENV A=${A:-${B:+$A}}",
              "ENV NVIDIA_REQUIRE_CUDA=cuda>=12.8 brand=tesla,driver>=535,driver<536", "LABEL gpu-doctor.cpu=true",
              "RUN pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124",
              "RUN if [ -n \"$X\" ]; then pip install torch; fi", "RUN ldconfig /usr/local/cuda/compat",
              "RUN conda install -y pytorch pytorch-cuda=12.1", "COPY --from=a /opt/conda /opt/conda",
-             "RUN [\"pip\", \"install\", \"jax[cuda12]\"]", "WORKDIR /app", "COPY . .", "RUN pip install -e .[all]",
+             "COPY --from= /a /b", "RUN [\"pip\", \"install\", \"jax[cuda12]\"]", "WORKDIR /app", "COPY . .",
+             "RUN pip install -e .[all]",
              "RUN uv sync", "RUN ./install.sh", "RUN pip install -r requirements.txt", "RUN echo \\", "# comment"]
 
 

@@ -97,3 +97,16 @@ def test_every_action_kind_reaches_a_rendered_step(kind: type[Action]) -> None:
     system = [r.render(action, plan) for r in (apt, dnf)]
     python = [r.render(action, plan) for r in (pip, conda)]
     assert all(system) or all(python), f"{kind.__name__} is rendered by no package manager"
+
+
+@pytest.mark.parametrize("action", [InstallToolkit(None), InstallCudnn(9, cuda_major=None)], ids=repr)
+@pytest.mark.parametrize("fmt", ["apt", "dnf"])
+def test_a_toolkit_or_cudnn_the_plan_did_not_name_is_left_to_the_person(action: Action, fmt: str) -> None:
+    """The planner names the CUDA of each toolkit and cuDNN it installs; an action without it (a check's intent
+    handed over as it is) has no package name: the script says the step is not automated, it neither crashes nor
+    installs `cudnn9-cuda-None`."""
+    os_id, version, pretty = ("ubuntu", "24.04", "Ubuntu 24.04") if fmt == "apt" else ("rocky", "9", "Rocky Linux 9")
+    plan = FixPlan(os_id, version, pretty, "x86_64", [PlanStep("s", ["x"], "a CUDA toolkit", [action], [])])
+    script = fix_script(plan, fmt)
+    assert "not automated for this system" in script
+    assert "cuda-toolkit-" not in script and "-cuda-None" not in script

@@ -39,7 +39,7 @@ def finding(code: str, severity: str, title: str, detail: str, evidence: list[Ev
             ) -> Finding:
     return Finding(
         code=code,
-        severity=severity,  # type: ignore[arg-type]
+        severity=severity,  # type: ignore[arg-type]  # a str: checks/gpus.py computes one (-> Severity once it is typed)
         title=title,
         detail=detail,
         evidence=evidence,

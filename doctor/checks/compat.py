@@ -866,9 +866,9 @@ def min_host_driver(facts: Facts, ctx: Context) -> Iterator[Finding]:
     top_floor = max(floor, key=lambda x: vtuple(x[1]["linux_min_driver"]))
     compat = [p.name for p in facts.driver.packages if p.name.startswith("cuda-compat")]
     low, high = top_floor[1]["linux_min_driver"], top_native[1]["linux_min_driver"]
-    if top_floor[0].startswith("NVIDIA_REQUIRE_CUDA"):
-        detail = (f"The image's NVIDIA_REQUIRE_CUDA (cuda>={req.cuda}) makes the NVIDIA container runtime refuse "  # type: ignore[union-attr]
-                  f"to start it on a driver older than CUDA {req.cuda}'s ({low}), whatever minor-version "  # type: ignore[union-attr]
+    if req is not None and top_floor[0].startswith("NVIDIA_REQUIRE_CUDA"):
+        detail = (f"The image's NVIDIA_REQUIRE_CUDA (cuda>={req.cuda}) makes the NVIDIA container runtime refuse "
+                  f"to start it on a driver older than CUDA {req.cuda}'s ({low}), whatever minor-version "
                   "compatibility could do.")
         branches = rc.branches_text(req) if req else ""
         if branches:

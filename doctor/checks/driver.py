@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, gpu_present, label, ok
@@ -132,7 +133,7 @@ def driver_not_loaded(facts: Facts, ctx: Context) -> Iterator[Finding]:
     )
 
 
-def _not_loaded_fix(facts: Facts) -> dict:
+def _not_loaded_fix(facts: Facts) -> dict[str, Any]:
     """The remedy follows the most likely cause: loading a module for a GPU that is not there is futile."""
     if facts.host.pci_nvidia_gpus == 0:
         fix = ("Attach a GPU first (the instance type, PCI passthrough, or the card's seating and power); "
@@ -343,7 +344,7 @@ def forward_compat(facts: Facts, ctx: Context) -> Iterator[Finding]:
     policy = m.table("cuda", "forward_compat_policy")
     segments = policy.get("segments", [])
     wrong = [g.name for g, r in zip(gpus, rows, strict=False)
-             if r and r.get("segment") and r["segment"] not in segments]
+             if g.name and r and r.get("segment") and r["segment"] not in segments]
     user = f"{lib.path}" if lib else "a cuda-compat libcuda"
     if wrong:
         yield finding(

@@ -155,7 +155,6 @@ def forward_compat_forced(facts: Facts, ctx: Context) -> Iterator[Finding]:
     m = matrix_of(ctx)
     gpu = facts.gpus[0] if facts.gpus else None
     segment = (m.gpu(gpu.name) or {}).get("segment") if gpu else None
-    consumer = bool(gpu) and segment not in (None, "datacenter", "embedded")
     where = f"{', '.join(forced)} on the loader's path" if forced else f"{', '.join(packages)} installed"
     detail = ("NVIDIA's forward compatibility works only on data-center GPUs (and select NGC-ready RTX SKUs); on "
               "GeForce and most workstation GPUs every CUDA call fails with CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE "
@@ -166,10 +165,10 @@ def forward_compat_forced(facts: Facts, ctx: Context) -> Iterator[Finding]:
            "…/compat in ENV LD_LIBRARY_PATH)." if forced else
            "Install cuda-compat only for data-center hosts with an older driver branch; leave it off the loader's "
            "path.")
-    if consumer:
+    if gpu is not None and segment not in (None, "datacenter", "embedded"):  # a consumer GPU
         yield finding("image.forward_compat", "fail",
-                      f"The image forces forward compatibility ({where}): on {gpu.name} CUDA fails with 804",  # type: ignore[union-attr]
-                      detail, [*evidence, Evidence("gpu", gpu.name, "--target-gpu")], fix=fix)  # type: ignore[union-attr]
+                      f"The image forces forward compatibility ({where}): on {gpu.name} CUDA fails with 804",
+                      detail, [*evidence, Evidence("gpu", gpu.name, "--target-gpu")], fix=fix)
         return
     yield finding("image.forward_compat", "warn" if forced else "info",
                   f"The image {'forces' if forced else 'carries'} forward compatibility ({where}): consumer GPUs "

@@ -8,7 +8,7 @@ from doctor import beliefs
 from doctor.checks.common import ev, finding, frameworks, label, major_minor, ok, probed
 from doctor.checks.compat import built_cudnn
 from doctor.matrix import Matrix, vtuple
-from doctor.model.facts import Cudnn, Facts, PyPackage
+from doctor.model.facts import Cudnn, Facts, PyPackage, Toolkit
 from doctor.model.findings import Evidence, Finding, FixStep
 from doctor.model.intents import OnlyIfWanted, ReinstallFramework
 from doctor.registry import Context, NotApplicable, Skip, check
@@ -29,7 +29,7 @@ def _bundles_runtime(pkg: PyPackage, env_pkgs: set[str]) -> bool:
     return False
 
 
-def _system_toolkits(facts: Facts) -> list:
+def _system_toolkits(facts: Facts) -> list[Toolkit]:
     return [t for t in facts.toolkits if t.source != "pip"]
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doctor.cli import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, UsageError, positive_seconds
 from doctor.pipeline import FORMATS
+
+if TYPE_CHECKING:  # `--help` imports this module: the model and the registry only when a command runs
+    from doctor.model.facts import Facts
+    from doctor.registry import Check
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -168,7 +172,7 @@ def read_input(path: str, option: str) -> str:
         raise UsageError(str(exc)) from None
 
 
-def load_facts_file(path: str) -> Any:
+def load_facts_file(path: str) -> Facts:
     from doctor import pipeline
     from doctor.model.facts import FactsError
 
@@ -179,7 +183,7 @@ def load_facts_file(path: str) -> Any:
         raise UsageError(f"--facts {path}: not a gpu-doctor facts snapshot or report: {exc}") from None
 
 
-def facts_from_collect_env(path: str) -> Any:
+def facts_from_collect_env(path: str) -> Facts:
     from doctor.collect_env import CollectEnvError, parse
 
     text = read_input(path, "--from-collect-env")
@@ -215,7 +219,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             from dataclasses import replace
 
             facts = replace(facts, sources={**facts.sources, "cpu_image": "--cpu"})
-    report = pipeline.check(facts, matrix, checks=selected, static=args.static,  # type: ignore[arg-type]
+    report = pipeline.check(facts, matrix, checks=selected, static=args.static,
                             requirements=requirements, image=image, cpu=cpu)
     fmt = "json" if args.json else (args.format or "text")
     elapsed = time.monotonic() - started
@@ -238,7 +242,7 @@ def list_checks() -> int:
     return EXIT_OK
 
 
-def selected_checks(ids: list[str]) -> list[Any] | None:
+def selected_checks(ids: list[str]) -> list[Check] | None:
     """The checks named on the command line (None: all); a usage error, with the closest id, for an unknown one."""
     if not ids:
         return None
@@ -252,7 +256,7 @@ def selected_checks(ids: list[str]) -> list[Any] | None:
         hint = f": did you mean {close[0]!r}?" if close else ""
         raise UsageError(f"unknown command or check id {unknown[0]!r}{hint} (commands: `gpu-doctor --help`; "
                          "check ids: `gpu-doctor check --list-checks`)")
-    return [by_id(c) for c in ids]
+    return [check for c in ids if (check := by_id(c)) is not None]
 
 
 def facts_to_check(args: argparse.Namespace) -> tuple[Any, Any]:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from doctor.cli import EXIT_FAIL, EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from doctor.model.facts import Facts
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -69,7 +73,7 @@ def _text(args: argparse.Namespace) -> str:
     return text
 
 
-def _facts(args: argparse.Namespace) -> tuple[object | None, str | None]:
+def _facts(args: argparse.Namespace) -> tuple[Facts | None, str | None]:
     from doctor.commands.check import collect_from_args, facts_from_collect_env, load_facts_file
 
     given = [x for x in (args.facts and "--facts", args.collect_env and "--from-collect-env",

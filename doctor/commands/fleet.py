@@ -110,7 +110,10 @@ def discover(paths: list[str]) -> list[str]:
             unlisted: list[str] = []
             # A directory that cannot be listed is kept as an entry: reading it fails, so it is named in the
             # errors and fails the run, instead of its reports silently missing from the fleet.
-            for top, dirs, names in os.walk(p, onerror=lambda exc, into=unlisted: into.append(exc.filename)):
+            def unreadable(exc: OSError, into: list[str] = unlisted) -> None:
+                into.append(exc.filename)
+
+            for top, dirs, names in os.walk(p, onerror=unreadable):
                 dirs.sort()
                 found += [os.path.join(top, n) for n in names if n.endswith(".json")]
             found += unlisted

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doctor.cli import EXIT_OK, UsageError
 from doctor.commands.check import add_probe_options
+
+if TYPE_CHECKING:
+    from doctor.model.live import GpuSample
+    from doctor.tui.model import Source
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -116,17 +121,19 @@ def terminal_hung_up(timeout_ms: int | None = 0) -> bool:
 
 
 def _fileno(stream: object) -> int | None:
+    fileno = getattr(stream, "fileno", None)
     try:
-        return stream.fileno()  # type: ignore[attr-defined,no-any-return]
+        fd = fileno() if callable(fileno) else None
     except (AttributeError, OSError, ValueError):
         return None
+    return fd if isinstance(fd, int) else None
 
 
-def _quietly(call: object, *args: object) -> None:
+def _quietly(call: Callable[..., object], *args: object) -> None:
     import contextlib
 
     with contextlib.suppress(Exception):
-        call(*args)  # type: ignore[operator]
+        call(*args)
 
 
 def run_app(app: Any) -> None:
@@ -172,7 +179,7 @@ def run_app(app: Any) -> None:
         raise children.signal_exception(received[0])
 
 
-def demo_sources(args: argparse.Namespace) -> tuple[list, int, None]:
+def demo_sources(args: argparse.Namespace) -> tuple[list[Source], int, None]:
     from doctor.examples import EXAMPLES
     from doctor.tui.model import Source
 
@@ -183,7 +190,7 @@ def demo_sources(args: argparse.Namespace) -> tuple[list, int, None]:
     return sources, index, None
 
 
-def tui_sources(args: argparse.Namespace) -> tuple[list, int, object]:
+def tui_sources(args: argparse.Namespace) -> tuple[list[Source], int, Callable[[], GpuSample] | None]:
     from doctor.commands.check import collect_from_args, host_from_args, load_facts_file
     from doctor.tui.model import Source
 
@@ -197,12 +204,14 @@ def tui_sources(args: argparse.Namespace) -> tuple[list, int, object]:
         return [Source(title=f"snapshot {path}", facts=facts, load=lambda: load_facts_file(path),
                        origin=f"file {path}")], 0, None
     host = host_from_args(args)  # validates --root and --python now, not inside the TUI
-    sampler = None
+    sampler: Callable[[], GpuSample] | None = None
     if host.live:
         from doctor.pipeline import sample_gpus
 
-        def sampler() -> object:
+        def sample() -> GpuSample:
             return sample_gpus(host)
+
+        sampler = sample
 
     return [Source(title="this machine", live=host.live, load=lambda: collect_from_args(args),
                    origin="this machine")], 0, sampler

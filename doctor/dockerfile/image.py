@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -152,7 +153,10 @@ def base_image(ref: str, line: int, matrix: Any) -> Base:
     else:
         registry, repo = "docker.io", name
     repo = repo.removeprefix("library/")
-    rows = lambda table: matrix.rows("images", table) if matrix is not None else []  # noqa: E731
+
+    def rows(table: str) -> list[dict[str, Any]]:
+        return matrix.rows("images", table) if matrix is not None else []
+
     env = next(({k: str(v) for k, v in r.items() if k.isupper()} for r in rows("base_env")
                 if r.get("image") == repo), {})
     schemes = [r for r in rows("tag_scheme") if r.get("image") == repo]
@@ -177,19 +181,19 @@ def base_image(ref: str, line: int, matrix: Any) -> Base:
             return Base(ref, line, cuda=m.group(2), cudnn=cudnn, cudnn_present=True, flavour=m.group(4),
                         nvcc=bool(row.get("nvcc")), torch=m.group(1), known=True, source=row.get("source"))
     if registry == "nvcr.io" and repo == "nvidia/pytorch":
-        row = next((r for r in rows("ngc_pytorch") if r.get("tag") == tag), None)
-        if row:
-            return Base(ref, line, cuda=row.get("cuda"), cudnn=row.get("cudnn"), cudnn_present=bool(row.get("cudnn")),
-                        toolkit=True, os_id=row.get("os"),
-                        os_version=row.get("os_version"), python=row.get("python"), torch=row.get("torch"),
-                        known=True, source=row.get("source"))
+        ngc = next((r for r in rows("ngc_pytorch") if r.get("tag") == tag), None)
+        if ngc:
+            return Base(ref, line, cuda=ngc.get("cuda"), cudnn=ngc.get("cudnn"), cudnn_present=bool(ngc.get("cudnn")),
+                        toolkit=True, os_id=ngc.get("os"),
+                        os_version=ngc.get("os_version"), python=ngc.get("python"), torch=ngc.get("torch"),
+                        known=True, source=ngc.get("source"))
         return Base(ref, line)
     m = re.fullmatch(r"(ubuntu|debian|rockylinux|almalinux|centos|fedora|python)", repo)
     if m:  # a base without CUDA: what its tag says of the OS is all there is
         os_m = re.match(r"(\d[\d.]*)", tag) if repo != "python" else None
+        py_m = re.match(r"(\d+\.\d+)", tag) if repo == "python" else None
         return Base(ref, line, os_id=repo if repo != "python" else None, os_version=os_m.group(1) if os_m else None,
-                    python=(re.match(r"(\d+\.\d+)", tag) or [None, None])[1] if repo == "python" else None,  # type: ignore[index]
-                    known=True, source=None)
+                    python=py_m.group(1) if py_m else None, known=True, source=None)
     return Base(ref, line)
 
 
@@ -336,11 +340,10 @@ def _instruction(ins: Instruction, stages: list[Stage], global_args: dict[str, s
             if into_dir and _a_file(src, context):  # COPY requirements.txt . → ./requirements.txt
                 dest = posixpath.join(dest, posixpath.basename(src))
             st.copied[dest] = src
-    elif ins.keyword == "COPY" and "--from=" in ins.args:
-        src = bounded(substitute(re.search(r"--from=(\S+)", ins.args).group(1), scope),  # type: ignore[union-attr]
-                      "COPY --from").lower()
+    elif ins.keyword == "COPY" and (from_ref := re.search(r"--from=(\S*)", ins.args)):
+        src = bounded(substitute(from_ref.group(1), scope), "COPY --from").lower()  # empty: no stage, nothing known
         other = stages[int(src)] if src.isdigit() and int(src) < len(stages) - 1 else next(
-            (s for s in stages[:-1] if s.name == src), None)
+            (s for s in stages[:-1] if src and s.name == src), None)
         paths = [w for w in exec_form(ins.args).split() if not w.startswith("--")][:-1]  # the sources
         if other and any(PYTHON_TREE.search(p) for p in paths):
             # that stage's Python packages come along; each keeps the line that installed it, where a fix goes
@@ -415,9 +418,9 @@ def _run(ins: Instruction, st: Stage, scope: dict[str, str], matrix: Any, contex
                                                                    ins.line, st.notes, shown=path)]
         for spec, upgrade in specs:
             if call.uninstall:
-                name = spec_name(spec)
-                if name:
-                    st.packages.pop(name, None)
+                dropped = spec_name(spec)
+                if dropped:
+                    st.packages.pop(dropped, None)
                 continue
             pkg = pip_package(spec, call, matrix, st.notes)
             if not pkg:
@@ -500,18 +503,20 @@ def _project_dependencies(spec: str, context: Path | None, line: int, notes: lis
         notes.append((line, f"pip install {shown}: the project being built; without its pyproject.toml in the build "
                       "context, what it installs is unknown"))
         return []
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     try:
         data = tomllib.loads(read_file(root / "pyproject.toml", MAX_BYTES)[0].decode("utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError):  # unreadable, not TOML, or nested too deeply to parse
         notes.append((line, f"pip install {shown}: its pyproject.toml cannot be read; what it installs is unknown"))
         return []
-    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    table = data.get("project")
+    project: dict[str, Any] = table if isinstance(table, dict) else {}
     deps = [d for d in project.get("dependencies", []) if isinstance(d, str)]
-    optional = project.get("optional-dependencies") if isinstance(project.get("optional-dependencies"), dict) else {}
+    extras_table = project.get("optional-dependencies")
+    optional: dict[str, Any] = extras_table if isinstance(extras_table, dict) else {}
     for extra in wanted:
         deps += [d for d in optional.get(extra, []) if isinstance(d, str)]
     if not deps and "dependencies" in project.get("dynamic", []):
@@ -629,7 +634,7 @@ def _image(path: str, st: Stage) -> Image:
         home = (st.env.get(var, ("", 0))[0] or "").rstrip("/")
         hit = [i for i, t in enumerate(toolkits) if home and (t.root.rstrip("/") == home or (
             home == "/usr/local/cuda" and len(toolkits) == 1))]  # the /usr/local/cuda link to the only toolkit
-        if hit and not toolkits[hit[0]].source.startswith("env:"):  # type: ignore[union-attr]
+        if hit and not (toolkits[hit[0]].source or "").startswith("env:"):
             toolkits[hit[0]] = replace(toolkits[hit[0]], source=f"env:{var}")
     drivers = [Package(name=n, version=v, manager=mgr) for n, (v, _l, mgr) in st.system.items()
                if n.startswith(("cuda-compat", "nvidia-driver", "libnvidia-compute", "nvidia-utils"))]

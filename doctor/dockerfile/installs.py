@@ -324,10 +324,10 @@ def resolve_torch(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, 
         return PyPackage(name="torch", version=None, cuda=None, cpu_only=None)
     extra = next((f for f in map(_index_flavour, call.extra_index_urls) if f), None)
     if any("/nightly/" in (u or "") for u in [call.index_url, *call.extra_index_urls]) and (main or extra):
-        flavour = main or extra or ""
+        nightly = main or extra or ""
         notes.append((call.line, "a nightly build of torch: its version is not in the matrix"))
-        return PyPackage(name="torch", version=None, cuda=_cu(flavour) if flavour.startswith("cu") else None,
-                         cpu_only=flavour == "cpu" or (False if flavour.startswith("cu") else None))
+        return PyPackage(name="torch", version=None, cuda=_cu(nightly) if nightly.startswith("cu") else None,
+                         cpu_only=nightly == "cpu" or (False if nightly.startswith("cu") else None))
     releases = [r for r in (matrix.rows("pytorch", "torch") if matrix is not None else []) if r.get("version")]
 
     def ok(r: dict[str, Any]) -> bool:
@@ -409,9 +409,8 @@ def pip_package(spec: str, call: PipCall, matrix: Any, notes: list[tuple[int, st
     if name in ("tensorflow", "tensorflow-gpu", "tf-nightly", "jax", "jaxlib", "tensorflow-cpu"):
         # Their CUDA build is decided by extras (tensorflow[and-cuda], jax[cuda12]); without them: unknown
         extras = re.search(r"\[([^\]]*)\]", spec)
-        cuda = None
-        if extras and re.search(r"cuda(\d+)", extras.group(1)):
-            cuda = re.search(r"cuda(\d+)", extras.group(1)).group(1)  # type: ignore[union-attr]
+        major = re.search(r"cuda(\d+)", extras.group(1)) if extras else None
+        cuda = major.group(1) if major else None
         cpu_only = True if name == "tensorflow-cpu" else (False if cuda or (extras and "and-cuda" in extras.group(1))
                                                          else None)
         return PyPackage(name=name, version=version, cuda=cuda, cpu_only=cpu_only)

@@ -132,13 +132,14 @@ def _one(text: str, j: int, scope: dict[str, str], depth: int = 0) -> tuple[str,
             return (value if value is not None else text[j:end + 1]), end + 1
         word = rest[op.end():]
         colon = op.group(0).startswith(":")
-        is_set = value is not None and (value != "" or not colon)
+        # The value when the variable counts as set (with a colon, an empty value counts as unset).
+        set_value = value if value is not None and (value != "" or not colon) else None
         kind = op.group(0)[-1]
         if kind in "-=":
-            return (value if is_set else substitute(word, scope, depth + 1)), end + 1  # type: ignore[return-value]
+            return (set_value if set_value is not None else substitute(word, scope, depth + 1)), end + 1
         if kind == "+":
-            return (substitute(word, scope, depth + 1) if is_set else ""), end + 1
-        return (value if is_set else ""), end + 1  # ${X:?msg}: the build fails when unset
+            return (substitute(word, scope, depth + 1) if set_value is not None else ""), end + 1
+        return (set_value if set_value is not None else ""), end + 1  # ${X:?msg}: the build fails when unset
     m = _NAME.match(text, j + 1)
     if not m:
         return "$", j + 1
@@ -169,7 +170,7 @@ def key_values(args: str) -> list[tuple[str, str]]:
     words = [w for kind, w in lex(args, shell=False) if kind == "w"]
     if words and "=" not in words[0]:
         return [(words[0], " ".join(words[1:]))]
-    return [tuple(w.split("=", 1)) if "=" in w else (w, "") for w in words]  # type: ignore[misc]
+    return [(k, v) for k, _, v in (w.partition("=") for w in words)]
 
 
 def lex(script: str, shell: bool = True) -> list[tuple[str, str]]:

@@ -15,7 +15,7 @@ import types
 import typing
 from dataclasses import field
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union, overload
 
 if TYPE_CHECKING:  # the active tests' facts are read only from a snapshot that has them (see _hints)
     from doctor.model.facts_active import ActiveFacts
@@ -289,7 +289,14 @@ def load_facts(text: str | bytes) -> Facts:
 T = TypeVar("T")
 
 
+@overload
+def _build(tp: type[T], value: Any) -> T: ...
+@overload
+def _build(tp: Any, value: Any) -> Any: ...
+
+
 def _build(tp: Any, value: Any) -> Any:
+    """``value`` (validated against the schema first) as type ``tp``: a class gives an instance of it."""
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -374,7 +381,8 @@ def generate_facts_schema() -> dict[str, Any]:
 
 @cache
 def facts_schema() -> dict[str, Any]:
-    return json.loads(package_data("doctor", "schemas/facts-v1.json").decode("utf-8"))
+    schema: dict[str, Any] = json.loads(package_data("doctor", "schemas/facts-v1.json").decode("utf-8"))
+    return schema
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {

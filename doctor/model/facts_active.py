@@ -19,7 +19,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Union
+from typing import Any, TypeVar, Union, overload
 
 from doctor.model.versions import cudnn_version
 
@@ -473,6 +473,15 @@ class ActiveFacts:
 
 
 # --- building them from what a test reported -----------------------------------------------------
+
+
+T = TypeVar("T")
+
+
+@overload
+def coerce(tp: type[T], value: Any) -> T | None: ...
+@overload
+def coerce(tp: Any, value: Any) -> Any: ...
 
 
 def coerce(tp: Any, value: Any) -> Any:

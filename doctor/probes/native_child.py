@@ -16,6 +16,7 @@ import sys
 # or typing (~15 ms together with -S); the annotations are never evaluated.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 CUDA_ERROR_NAMES = {
@@ -66,7 +67,7 @@ def probe_cuda(out: dict[str, Any]) -> None:
         count = ctypes.c_int(0)
         if lib.cuDeviceGetCount(ctypes.byref(count)) == 0:
             out["cuda_device_count"] = count.value
-            ccs = []
+            ccs: list[dict[str, Any] | None] = []
             for i in range(count.value):
                 dev = ctypes.c_int(0)
                 major, minor = ctypes.c_int(0), ctypes.c_int(0)
@@ -295,6 +296,7 @@ class _NotPlain(Exception):
 def dumps(value: Any) -> str:
     """``json.dumps(value)``, the same text, for the plain values this child prints (dicts with string keys,
     lists, strings, ints, finite floats, booleans, None) without importing json; anything else goes to json."""
+    quote: Callable[[str], str] | None
     try:
         from _json import encode_basestring_ascii as quote
     except ImportError:

@@ -10,6 +10,12 @@ import os
 import re
 import sys
 
+# Annotations for mypy only: the generic ones are quoted (never evaluated, so Python 3.6 reads them), and
+# typing is not imported at run time (mypy takes this name as true; the interpreter never enters the block).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterator
+
 INTERESTING = re.compile(
     r"^(torch|torchvision|torchaudio|tensorflow|tensorflow-cpu|tensorflow-gpu|tf-nightly|tf-keras|"
     r"jax|jaxlib|jax-cuda\d+-plugin|jax-cuda\d+-pjrt|cupy|cupy-cuda\w+|paddlepaddle|paddlepaddle-gpu|"
@@ -28,7 +34,7 @@ FILES = {
 PINS_OF = ("torch",)
 
 
-def nvidia_requirements(path):
+def nvidia_requirements(path: str) -> "list[str]":
     """The Requires-Dist lines of a wheel's METADATA that name an nvidia-* wheel (its build's pins)."""
     try:
         with open(path, "rb") as fh:
@@ -44,14 +50,14 @@ def nvidia_requirements(path):
     return out[:64]
 
 
-def norm(name):
+def norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
 DIST_DIR = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-([^-]+?)\.(dist-info|egg-info)$")
 
 
-def distributions():
+def distributions() -> "Iterator[tuple[str, str, str, str]]":
     """(name, version, location) of installed distributions, read from the .dist-info directory
     names alone: reading every METADATA file through importlib.metadata costs ~100 ms in a big
     environment, and the directory name already carries both (PEP 427 / PEP 376)."""
@@ -74,20 +80,21 @@ def distributions():
             yield m.group(1), m.group(2), entry, d
 
 
-def static():
-    out = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": []}
+def static() -> "dict[str, Any]":
+    out: "dict[str, Any]" = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": []}
     for name, version, base, dist_dir in distributions():
         key = norm(name)
         if not INTERESTING.match(key):
             continue
-        pkg = {"name": key, "version": version, "files": {}}
+        files: "dict[str, str]" = {}
+        pkg: "dict[str, Any]" = {"name": key, "version": version, "files": files}
         if key in PINS_OF:
             pkg["requires"] = nvidia_requirements(os.path.join(base, dist_dir, "METADATA"))
         for rel in FILES.get(key, []):
             path = os.path.join(base, rel)
             try:
                 with open(path, "rb") as fh:
-                    pkg["files"][rel] = fh.read(200000).decode("utf-8", "replace")
+                    files[rel] = fh.read(200000).decode("utf-8", "replace")
             except OSError:
                 pass
         out["packages"].append(pkg)
@@ -97,7 +104,7 @@ def static():
 CUDA_LIB = re.compile(r"/(lib(cudart|cudnn|cublas|cublasLt|nccl|cuda|nvrtc|cufft|cusparse|nvidia-ml)[\w.-]*\.so[\w.]*)$")
 
 
-def mapped_libs():
+def mapped_libs() -> "list[str]":
     libs = []
     try:
         with open("/proc/self/maps") as fh:
@@ -110,8 +117,8 @@ def mapped_libs():
     return libs
 
 
-def deep(name):
-    res = {"name": name}
+def deep(name: str) -> "dict[str, Any]":
+    res: "dict[str, Any]" = {"name": name}
     try:
         if name == "torch":
             import torch

@@ -273,13 +273,13 @@ def packages_from_raw(raw: list[dict[str, Any]]) -> list[PyPackage]:
                 None if info.get("is_cuda_build") is None else not info["is_cuda_build"])
         elif name == "jaxlib" or name == "jax":
             m = re.match(r"cuda(\d+)(?:\.cudnn(\d)(\d+))?", local)
-            plugin = next((n for n in names if re.fullmatch(r"jax-cuda\d+-plugin", str(n))), None)
+            plugin = next((hit for n in names if (hit := re.fullmatch(r"jax-cuda(\d+)-plugin", str(n)))), None)
             if m:
                 cuda = m.group(1)
                 cudnn = f"{m.group(2)}.{m.group(3)}" if m.group(2) else None
                 cpu_only = False
             elif plugin:
-                cuda = re.search(r"\d+", str(plugin)).group(0)  # type: ignore[union-attr]
+                cuda = plugin.group(1)
                 cpu_only = False
             else:
                 cpu_only = True

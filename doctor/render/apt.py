@@ -168,9 +168,11 @@ def driver_packages(plan: FixPlan, a: InstallDriver) -> tuple[str, list[str]] | 
 def render(action: Action, plan: FixPlan) -> list[str] | None:
     if isinstance(action, InstallDriver):
         return _driver(action, plan)
-    if isinstance(action, InstallToolkit):
+    # The plan names the CUDA of every toolkit and cuDNN it installs; one it did not is no package name (the step is
+    # then left to the person, as one no renderer knows).
+    if isinstance(action, InstallToolkit) and action.cuda is not None:
         return ["cuda_repo", f"apt_install {q('cuda-toolkit-' + action.cuda.replace('.', '-'))}"]
-    if isinstance(action, InstallCudnn):
+    if isinstance(action, InstallCudnn) and action.cuda_major is not None:
         return ["cuda_repo", f"apt_install {q(f'cudnn{action.version}-cuda-{action.cuda_major}')}"]
     if isinstance(action, InstallCudaCompat):
         return ["cuda_repo", f"apt_install {q(action.package)}"]

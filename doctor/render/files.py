@@ -64,9 +64,9 @@ def write_output(path: str | Path, text: str, mode: int = 0o644) -> None:
     elif stat.S_ISBLK(mode):
         raise OutputError(f"{target}: a block device (a disk): gpu-doctor does not write a report onto it")
     elif stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        fd = next((fd for fd in (1, 2) if _same(st, fd)), None)
-        if fd is not None:  # /dev/stdout, /dev/stderr, /proc/self/fd/1: our own stream, whatever it is
-            _through_fd(target, fd, data)
+        own = next((fd for fd in (1, 2) if _same(st, fd)), None)
+        if own is not None:  # /dev/stdout, /dev/stderr, /proc/self/fd/1: our own stream, whatever it is
+            _through_fd(target, own, data)
         elif stat.S_ISSOCK(mode):
             raise OutputError(f"{target}: a socket: not a file gpu-doctor can write")
         else:

@@ -91,9 +91,9 @@ def with_plan_fixes(findings: list[Finding], plan: FixPlan, python_plan: FixPlan
         if fix and f.fix and all(isinstance(a, Manual) for s in steps for a in s.actions):
             fix = dataclasses.replace(fix, steps=f.fix.steps)  # left to a person: the check's commands stay
         py = [s for s in (python_plan.steps if python_plan else []) if n in s.findings]
-        if fix and py and not all(s.python_only for s in steps) and all(
+        if python_plan is not None and fix and py and not all(s.python_only for s in steps) and all(
                 s.python_only and not all(isinstance(a, Manual) for a in s.actions) for s in py):
-            alt = fix_for(python_plan, n)  # type: ignore[arg-type]
+            alt = fix_for(python_plan, n)
             if alt:
                 fix = Fix(summary=f"{fix.summary} Or, inside the Python environment alone: {alt.summary}",
                           steps=[*fix.steps, *alt.steps])

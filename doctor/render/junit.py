@@ -22,7 +22,7 @@ from doctor.safeio import xml_text
 
 
 def render(report: Any, strict: bool = False, elapsed: float | None = None) -> str:
-    by_check: dict[str, list] = {}
+    by_check: dict[str, list[Any]] = {}
     for f in report.findings:
         by_check.setdefault(f.check or f.code, []).append(f)
     ran = [c for c in report.checks if c.status != "not_applicable"]

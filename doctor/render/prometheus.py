@@ -48,9 +48,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
+from doctor.model.findings import Finding
 from doctor.model.severity import SEVERITY_RANK
+
+_K = TypeVar("_K")
 
 CHECK_STATES = ("ok", "info", "warn", "fail", "skipped", "not_applicable", "crashed")
 # A check id repeated in a report (two --require gates of one kind) is one series: the worse status wins —
@@ -217,15 +220,16 @@ class ReportCollector:
         from doctor.render.nfd import slug
 
         gpus = _gpus(self.report)
-        node: dict[str, Any] = {}
-        per_gpu: dict[tuple[str, str], Any] = {}
+        node: dict[str, Finding] = {}
+        per_gpu: dict[tuple[str, str], Finding] = {}
         for f in self.report.findings:
             if f.severity not in PROBLEMS:
                 continue
             where = about_gpus(f)
-            for key, into in ([((g, f.code), per_gpu) for g in where] if where else [(f.code, node)]):
-                if key not in into or SEVERITY_RANK[f.severity] > SEVERITY_RANK[into[key].severity]:
-                    into[key] = f
+            for g in where:
+                _keep_worst(per_gpu, (g, f.code), f)
+            if not where:
+                _keep_worst(node, f.code, f)
         problems = _Family("gpu_doctor_problem", "1 per failing or warning finding code about the node",
                            ["code", "area", "severity"])
         for code, f in node.items():
@@ -237,6 +241,12 @@ class ReportCollector:
         for (gpu, code), f in per_gpu.items():
             on_gpu.add([gpu, getattr(gpus.get(gpu), "uuid", None), code, slug(f.area), f.severity], 1)
         yield on_gpu.family
+
+
+def _keep_worst(into: dict[_K, Finding], key: _K, finding: Finding) -> None:
+    """One series per key: the worst finding of that key (the first of equally bad ones) is the one kept."""
+    if key not in into or SEVERITY_RANK[finding.severity] > SEVERITY_RANK[into[key].severity]:
+        into[key] = finding
 
 
 class FleetCollector:

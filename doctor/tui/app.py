@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import enum
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -21,7 +22,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import TabbedContent, TabPane, Tabs
+from textual.widgets import Static, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from doctor.safeio import visible
@@ -52,7 +53,11 @@ def now() -> _dt.datetime:
     return _dt.datetime.now()
 
 
-_ENGINE_RUNNER: object = object()  # sentinel: ask doctor.tui.active for the engine's runner
+class _Default(enum.Enum):
+    ENGINE_RUNNER = "engine"  # sentinel: ask doctor.tui.active for the engine's runner (None: no runner)
+
+
+_ENGINE_RUNNER = _Default.ENGINE_RUNNER
 
 
 class DoctorApp(App[None]):
@@ -79,8 +84,9 @@ class DoctorApp(App[None]):
         Binding("r", "rerun", "Re-run", show=False),
         Binding("e", "export", "Export"),
     ]
-    # What the help screen says for each action (the footer has room for a word only).
-    HELP = {  # noqa: RUF012
+    # What the help screen says for each action (the footer has room for a word only). Not named HELP: that is
+    # Textual's class variable for a widget's Markdown help text.
+    ACTION_HELP: ClassVar[dict[str, str]] = {
         "quit": "quit",
         "help": "this help",
         "fix": "the selected finding's fix as a script: apt/dnf, pip, conda or its own steps (save, copy)",
@@ -98,7 +104,8 @@ class DoctorApp(App[None]):
         "export": "export the report (JSON, Markdown) or the facts",
     }
 
-    def __init__(self, sources: list[Source], *, index: int = 0, runner: object = _ENGINE_RUNNER,
+    def __init__(self, sources: list[Source], *, index: int = 0,
+                 runner: active.Runner | Literal[_Default.ENGINE_RUNNER] | None = _ENGINE_RUNNER,
                  gpu_sampler: Callable[[], GpuSample] | None = None, refresh_interval: float = 1.0,
                  diagnose_fn: Callable[[Facts], Report] | None = None,
                  when_shown: Callable[[], object] | None = None) -> None:
@@ -107,7 +114,7 @@ class DoctorApp(App[None]):
             raise ValueError("nothing to show: no source")
         self.sources = sources
         self.index = index
-        self.runner: active.Runner | None = active.engine_runner() if runner is _ENGINE_RUNNER else runner  # type: ignore[assignment]
+        self.runner: active.Runner | None = active.engine_runner() if runner is _ENGINE_RUNNER else runner
         self.gpu_sampler = gpu_sampler
         self.refresh_interval = refresh_interval
         self.diagnose_fn = diagnose_fn
@@ -253,7 +260,7 @@ class DoctorApp(App[None]):
         self.notify(f"{what} failed: {type(exc).__name__}: {exc}", title="gpu-doctor", severity="error",
                     timeout=10)
         if index == self.index and self.report is None:
-            self.query_one(FindingDetail).query_one("#detail-body").update(  # type: ignore[attr-defined]
+            self.query_one(FindingDetail).query_one("#detail-body", Static).update(
                 f"{what} failed: {exc}\nPress r to try again.")
 
     def _apply_report(self, index: int, report: Report, reload: bool = False) -> None:
@@ -367,7 +374,7 @@ class DoctorApp(App[None]):
                 continue
             keys = " ".join(b.key_display or k for k in b.key.split(","))
             rows.append((keys if "," not in b.key else b.key.replace(",", " ").replace("question_mark", "?"),
-                         self.HELP.get(b.action, b.description)))
+                         self.ACTION_HELP.get(b.action, b.description)))
         rows += [(b.key_display or b.key, f"fix view: {b.description.lower()}") for b in screens.FixScreen.BINDINGS
                  if isinstance(b, Binding)]
         rows.append(("ctrl+p", "command palette: every action by name"))
@@ -391,13 +398,7 @@ class DoctorApp(App[None]):
     def write_file(self, path: str, text: str, executable: bool = False) -> Path | None:
         from doctor.tui import screens
 
-        try:
-            target = screens.write_text(path, text, executable)
-        except OSError as exc:
-            self.notify(f"Could not write {path}: {exc.strerror or exc}", severity="error", timeout=8)
-            return None
-        self.notify(f"Wrote {target} ({len(text)} bytes).")
-        return target
+        return screens.write_and_tell(self, path, text, executable)
 
     # --- snapshots (the demo's examples) ------------------------------------------------------------
 
@@ -541,8 +542,9 @@ class DoctorApp(App[None]):
             self.query_one(FindingsTree).refresh_active(self.results, self.unavailable)
             self.query_one(SummaryBar).show(self.source, model.with_active(self.report, self.results),
                                             self.position())
-        sev = {"ok": "information", "warn": "warning"}.get(outcome.status, "error")
-        self.notify(f"{test.title}: {active.result_line(test, outcome)}", severity=sev)  # type: ignore[arg-type]
+        sev: SeverityLevel = ("information" if outcome.status == "ok" else "warning" if outcome.status == "warn"
+                              else "error")
+        self.notify(f"{test.title}: {active.result_line(test, outcome)}", severity=sev)
 
     def action_cancel_active(self) -> None:
         if self.running_test is None:
@@ -553,7 +555,7 @@ class DoctorApp(App[None]):
 
     # --- command palette ----------------------------------------------------------------------------
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Re-run checks", "Diagnose again (probes this machine when live)", self.action_rerun)
         yield SystemCommand("Show fix script", "The selected finding's fix as a script: apt/dnf, pip, conda or bash",

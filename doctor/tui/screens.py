@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.syntax import Syntax
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
@@ -107,7 +108,7 @@ class FixScreen(Screen[None]):
 
         def saved(path: str | None) -> None:
             if path:
-                self.app.write_file(path, script, executable=True)  # type: ignore[attr-defined]
+                write_and_tell(self.app, path, script, executable=True)
 
         self.app.push_screen(SaveDialog(f"Save the {fmt} fix script", fixes.script_file_name(self.findings, fmt)),
                              saved)
@@ -265,3 +266,14 @@ def write_text(path: str, text: str, executable: bool = False) -> Path:
     if executable:
         target.chmod(0o755)
     return target.resolve()
+
+
+def write_and_tell(app: App[Any], path: str, text: str, executable: bool = False) -> Path | None:
+    """Write an export or a script and say so in a notification: where it went, or why it could not be written."""
+    try:
+        target = write_text(path, text, executable)
+    except OSError as exc:
+        app.notify(f"Could not write {path}: {exc.strerror or exc}", severity="error", timeout=8)
+        return None
+    app.notify(f"Wrote {target} ({len(text)} bytes).")
+    return target

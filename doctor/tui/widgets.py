@@ -107,7 +107,7 @@ class KeyBar(Footer):
         self._composed = self.shown()
         yield from super().compose()
 
-    def bindings_changed(self, screen: Screen) -> None:
+    def bindings_changed(self, screen: Screen[Any]) -> None:
         if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
             return
         if not self._recompose_queued and self.shown() != self._composed:
@@ -491,7 +491,8 @@ class ActivePanel(Deferred):
                 intro.append(f"{t.what}\n", style="dim")
         if unavailable:
             intro.append(f"{unavailable[0].upper()}{unavailable[1:]}.", style="italic")
-        self.query_one("#active-intro", Static).update(intro.rstrip() or intro)
+        intro.rstrip()  # in place
+        self.query_one("#active-intro", Static).update(intro)
         for b in ("#run-smoke", "#run-oom"):
             self.query_one(b).disabled = bool(unavailable) or running is not None
         self.query_one("#cancel-active").disabled = running is None

@@ -55,7 +55,8 @@ _NO_READING = NvmlReading()
 def _spec_source(row: Any) -> str | None:
     """Where a GPU's peak figures were read (compat/gpus.toml `spec_source`, else the row's sources)."""
     row = row or {}
-    return row.get("spec_source") or row.get("source2") or row.get("source")
+    source: str | None = row.get("spec_source") or row.get("source2") or row.get("source")
+    return source
 
 
 def _name(g: ActiveGpu) -> str | None:

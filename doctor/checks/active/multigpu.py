@@ -101,7 +101,7 @@ def render(mg: MultiGpu) -> str:
         c = copies.get(f"{a}>{b}")
         return f"{c.gbs:.1f}" if c is not None and c.gbs is not None else "-"
 
-    return ("Topology (nvidia-smi topo -m):\n" + _grid(gpus, lambda a, b: at[(a, b)]) + "\n" + m["legend"] +
+    return ("Topology (nvidia-smi topo -m):\n" + _grid(gpus, lambda a, b: at[(a, b)]) + "\n" + str(m["legend"]) +
             "\n\nPeer access (cuDeviceCanAccessPeer, row → column):\n" + _grid(gpus, peer) +
             "\n\nPeer copy GB/s (cuMemcpyPeer, row → column):\n" + _grid(gpus, gbs))
 
