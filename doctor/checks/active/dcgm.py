@@ -11,6 +11,7 @@ from typing import Any
 
 from doctor.model.facts_active import DcgmDiag
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.severity import Severity
 
 AREA = "Diagnostics (DCGM)"
 
@@ -96,7 +97,7 @@ def record_findings(rec: DcgmDiag) -> list[Finding]:
     return findings
 
 
-def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix, steps or []) if fix else None, area=AREA, check=code)

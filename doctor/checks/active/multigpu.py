@@ -18,6 +18,7 @@ from typing import Any
 
 from doctor.model.facts_active import MultiGpu, NvLink, PcieLink, bus_key
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.severity import Severity
 
 AREA = "Multi-GPU"
 
@@ -38,9 +39,9 @@ PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 8 * 128 / 130 / 8, 4: 16 * 128 / 130 / 8, 5
 MIN_PEER_RATIO = 0.4
 
 
-def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix or "Look closer:", steps or []) if fix or steps else None,
                    area=AREA, check=code)
 

@@ -16,6 +16,7 @@ from itertools import combinations
 from doctor.checks.active.multigpu import expected_gbs
 from doctor.model.facts_active import MultiGpu, NcclTests
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.severity import Severity
 
 AREA = "Multi-GPU (nccl-tests)"
 WARN_FRACTION = 0.4
@@ -102,7 +103,7 @@ def record_findings(rec: NcclTests, mg: MultiGpu | None) -> list[Finding]:
     return findings
 
 
-def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix, steps or []) if fix else None, area=AREA, check=code)

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from doctor.checks.active.frameworks import FALLBACK, classify
 from doctor.model.facts_active import DEFAULT_CHILD_TIMEOUT, ActiveEnd, AllReduce, FrameworkError, TorchRun
 from doctor.model.findings import Evidence, Finding, Fix
+from doctor.model.severity import Severity
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -49,9 +50,9 @@ def record_findings(runs: list[TorchRun]) -> list[Finding]:
                                                           or DEFAULT_CHILD_TIMEOUT))]
 
 
-def _f(mode: str, code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(mode: str, code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix) if fix else None, area=AREA[mode], check=code)
 
 
@@ -84,7 +85,7 @@ def error_finding(mode: str, where: str, err: FrameworkError, end: ActiveEnd) ->
     first = (text.strip().splitlines()[-1:] or [""])[0][:200]
     for pattern, code, explanation in NCCL_SIGNATURES:
         if re.search(pattern, text):
-            severity = "info" if code == "multigpu.nccl" else "fail"
+            severity: Severity = "info" if code == "multigpu.nccl" else "fail"
             if code == "multigpu.nccl" and re.search(r"sees 0\b", text):
                 severity = "warn"  # not one GPU: nothing GPU-related was tested, so no "ready" can follow
             return _f(mode, code, severity, f"{where}: {first}", f"{explanation}\nIt failed at: {err.step}.", ev)
