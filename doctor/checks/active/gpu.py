@@ -23,6 +23,7 @@ from doctor.model.facts_active import (
     PcieLink,
     TensorRate,
     Verified,
+    known,
 )
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
 from doctor.model.severity import Severity
@@ -225,7 +226,7 @@ def performance(g: ActiveGpu, matrix: Any) -> list[Finding]:
         if value is None:
             continue
         ev = [Evidence(f"smoke.{key}", round(value, 2),
-                       f"smoke:{call} (pinned, {g.copy_bytes // MIB} MiB, best of 3)")]  # type: ignore[operator]
+                       f"smoke:{call} (pinned, {known(g.copy_bytes, 'copy size') // MIB} MiB, best of 3)")]
         if pcie:
             ev.append(Evidence("nvml.pcie_link", f"gen {link.pcie_gen} x{link.pcie_width}",
                                "nvml:nvmlDeviceGetCurrPcieLinkGeneration/Width"))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from doctor.model.facts_active import MultiGpu, NvLink, PcieLink, bus_key
+from doctor.model.facts_active import MultiGpu, NvLink, PcieLink, bus_key, known
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
 from doctor.model.severity import Severity
 
@@ -188,8 +188,8 @@ def findings(mg: MultiGpu | None) -> list[Finding]:
             continue
         direct = can.get(pair) and pair not in mg.peer_enable_errors
         peak, what = expected_gbs(mg, a, b) if direct else (None, None)
-        ev = [Evidence("multigpu.peer_gbs", round(c.gbs, 1), f"smoke:cuMemcpyPeer ({c.bytes >> 20} MiB, "  # type: ignore[operator]
-                       "best of 3)")]
+        ev = [Evidence("multigpu.peer_gbs", round(c.gbs, 1),
+                       f"smoke:cuMemcpyPeer ({known(c.bytes, 'peer copy size') >> 20} MiB, best of 3)")]
         shown = f"{c.gbs:,.1f} GB/s"
         if not peak:  # in the matrix only: no figure to hold it against
             continue
