@@ -67,3 +67,14 @@ def test_the_child_scripts_stay_readable_by_python_3_6(path: str) -> None:
     assert not unquoted, f"{path}: quote these annotations (Python 3.6 evaluates them): {unquoted}"
     assert "from __future__ import annotations" not in source  # Python 3.7 and later
     assert len(_evaluated_annotations(tree)) > 5  # the scripts are annotated (mypy checks them)
+
+
+def test_each_type_ignore_names_its_code_and_says_why() -> None:
+    """mypy checks the code (ignore-without-code) and that it is still needed (warn_unused_ignores); the reason is
+    for the reader: a comment after it on the same line."""
+    bare = []
+    for path in sorted((REPO / "doctor").rglob("*.py")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "type: ignore" in line and not re.search(r"# type: ignore\[[\w,-]+\]  # \S", line):
+                bare.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert not bare, "\n".join(bare)
