@@ -7,6 +7,7 @@ One mypy run: about 20 s cold on two cores, a second or two with its cache in .c
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -78,3 +79,25 @@ def test_each_type_ignore_names_its_code_and_says_why() -> None:
             if "type: ignore" in line and not re.search(r"# type: ignore\[[\w,-]+\]  # \S", line):
                 bare.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert not bare, "\n".join(bare)
+
+
+def _python_3_6() -> str | None:
+    """A Python 3.6 interpreter where pyenv keeps one (this project's dev machines); CI has none and skips."""
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    found = sorted(root.glob("versions/3.6.*/bin/python3"))
+    return str(found[-1]) if found else None
+
+
+@pytest.mark.skipif(_python_3_6() is None, reason="no Python 3.6 installed (pyenv)")
+@pytest.mark.parametrize(("path", "argv", "expect"), [
+    ("doctor/active/framework_child.py", ["torch"], '"framework": "torch"'),
+    ("doctor/active/torch_child.py", ["oom"], '"mode": "oom"'),
+    ("doctor/probes/pyenv_child.py", [], '"packages": ['),
+])
+def test_the_child_scripts_run_under_python_3_6(path: str, argv: list[str], expect: str) -> None:
+    """Defining a function evaluates its annotations: the scripts load and report under the oldest Python."""
+    python = _python_3_6()
+    assert python is not None
+    out = subprocess.run([python, "-I", "-c", (REPO / path).read_text(encoding="utf-8"), *argv],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and expect in out.stdout and "@@GPU-DOCTOR@@" in out.stdout, out.stderr[-2000:]
