@@ -343,8 +343,8 @@ class _Planner:
         for g in facts.gpus:
             _row, arch = m.gpu_for_facts(g.name, g.compute_capability)
             first = m.first_driver(arch, _cc(g, m))
-            if first and (installed is None or vtuple(installed) < vtuple(first)):
-                out.append(InstallDriverBranch(minimum=first, recommended=first, who=f"a {arch['name']} GPU",  # type: ignore[index]
+            if first and arch is not None and (installed is None or vtuple(installed) < vtuple(first)):
+                out.append(InstallDriverBranch(minimum=first, recommended=first, who=f"a {arch['name']} GPU",
                                                   gpu=g.name))
         return out
 

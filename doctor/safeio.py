@@ -55,10 +55,10 @@ def package_data(package: str, name: str) -> bytes:
     zipfile, tempfile and pathlib (~15 ms of every `check`); it remains the way for a package without a loader that
     reads files. Raises OSError (FileNotFoundError for a missing file of an installed directory)."""
     spec = importlib.import_module(package).__spec__
-    loader = getattr(spec, "loader", None)
+    get_data = getattr(getattr(spec, "loader", None), "get_data", None)
     locations = list(getattr(spec, "submodule_search_locations", None) or [])
-    if locations and callable(getattr(loader, "get_data", None)):
-        return cast("bytes", loader.get_data(os.path.join(locations[0], *name.split("/"))))  # type: ignore[union-attr]
+    if locations and callable(get_data):
+        return cast("bytes", get_data(os.path.join(locations[0], *name.split("/"))))
     from importlib import resources
 
     return resources.files(package).joinpath(name).read_bytes()

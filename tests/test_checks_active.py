@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from factories import H100, make_facts
 
 from doctor.checks import by_id
@@ -11,6 +12,8 @@ from doctor.model.facts_active import (
     ActiveEnd,
     ActiveFacts,
     ActiveGpu,
+    AllReduce,
+    AllReduceSize,
     BatchTrial,
     DcgmDiag,
     DcgmMessage,
@@ -278,3 +281,22 @@ def test_check_imports_no_runner_and_only_the_judges_of_recorded_tests(tmp_path:
     assert _imported_by_check(tmp_path) == []
     smoke = driver_test("smoke", gpu(saxpy=Verified(elements=4, wrong=0)))
     assert _imported_by_check(tmp_path, smoke=smoke) == ["doctor.checks.active.cuerrors", "doctor.checks.active.gpu"]
+
+
+@pytest.mark.parametrize(("check_id", "active", "missing"), [
+    ("active.dcgm", {"dcgm": DcgmDiag(level=1, tests=[DcgmTest(name="memory", status=None)])}, "DCGM test status"),
+    ("active.nccl_tests", {"nccl_tests": NcclTests(rows=[NcclRow(size=1 << 30, in_place=NcclPlace())])},
+     "out_of_place result"),
+    ("active.torch", {"torch": [TorchRun("allreduce", "/p", installed=True, ok=True, end=EXITED, allreduce=AllReduce(
+        world=2, sizes=[AllReduceSize(us=30.0, algbw=35.0, busbw=61.2, correct=True)]))]}, "size"),
+    ("active.smoke", {"smoke": driver_test("smoke", gpu(h2d_gbs=20.0))}, "copy size"),
+])
+def test_a_record_without_a_value_its_test_always_reports_is_skipped_and_names_it(
+        check_id: str, active: dict[str, Any], missing: str) -> None:
+    chk = by_id(check_id)
+    assert chk is not None
+    report = diagnose(make_facts(active=ActiveFacts(**active)), checks=[chk])
+    (result,) = report.checks
+    assert (result.status, result.reason) == ("skipped", f"the recorded test is incomplete (Incomplete: the record "
+                                                         f"has no {missing})")
+    assert report.findings == []

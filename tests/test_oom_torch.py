@@ -109,3 +109,55 @@ def test_allreduce_bus_bandwidth() -> None:
                                            "313.2 GB/s at 256 MiB")
     (g,) = judge({**run_, "allreduce": {"world": 8, "sizes": [{**sizes[0], "correct": False}]}}, 60)
     assert g.severity == "fail" and g.title.endswith("; WRONG results at 1 size(s)")
+
+
+FAKE_TORCH = '''
+__version__ = "2.5.1+cu124"
+
+
+class version:
+    cuda = "12.4"
+
+
+class cuda:
+    device_count = staticmethod(lambda: 2)
+    get_device_name = staticmethod(lambda i: "Fake GPU")
+    set_device = staticmethod(lambda i: None)
+
+    class nccl:
+        version = staticmethod(lambda: (2, 21, 5))
+
+
+def zeros(*args, **kwargs):
+    return None
+'''
+FAKE_DIST = '''
+def is_nccl_available():
+    return True
+
+
+def init_process_group(*args, **kwargs):
+    raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
+'''
+
+
+def test_a_failed_nccl_worker_is_reported_with_its_own_words(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real child and its real worker processes, with a torch that sees two GPUs and whose NCCL set-up
+    fails: the worker's stderr arrives decoded (text, not a b'…' literal) and is judged like a GPU run's."""
+    from doctor.active.events import last_outcome
+    from doctor.active.torchmem import torch_events
+    from doctor.pipeline import judged
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    (tmp_path / "torch" / "distributed.py").write_text(FAKE_DIST)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    outcome = last_outcome(judged(torch_events([sys.executable], "allreduce", timeout=120, max_mib=1)))
+    (run,) = outcome.results["torch"]
+    text = run["error"]["text"]
+    assert text.startswith("RuntimeError: NCCL worker 0 exited 1: Traceback (most recent call last):\n"), text
+    assert text.endswith("\nRuntimeError: CUDA error: no kernel image is available for execution on the device")
+    assert "b'" not in text and "\\n" not in text
+    (f,) = outcome.findings
+    assert (f.code, f.severity) == ("framework.arch_unsupported", "fail")

@@ -167,3 +167,11 @@ class PickledStd:
 class PickledFast:
     a: int
     items: list[int] = dataclasses.field(default_factory=list)
+
+
+def test_a_catalog_severity_outside_the_scale_falls_back_instead_of_breaking_the_ranking() -> None:
+    from doctor.model.severity import rank, severity_of
+
+    assert [severity_of(v, "fail") for v in ("warn", "info", "ok", "fail")] == ["warn", "info", "ok", "fail"]
+    assert [severity_of(v, "fail") for v in ("error", "WARN", None, 2)] == ["fail"] * 4
+    assert rank(severity_of("critical", "warn")) == 2  # "critical" itself would raise KeyError in rank()

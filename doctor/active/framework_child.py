@@ -13,33 +13,48 @@ import sys
 import traceback
 import warnings
 
+# Annotations for mypy only, as in doctor/probes/pyenv_child.py, kept readable by Python 3.6: a signature's are
+# quoted unless a builtin name (they are evaluated when the function is defined, and `list[str]` fails before 3.9),
+# a local variable's are never evaluated, and typing is not imported at run time (mypy takes this name as true; the
+# interpreter never enters the block). tests/test_types.py holds these files to it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from types import ModuleType
+    from typing import Any
+
+    # A framework's tensor or array (torch, NumPy, CuPy, JAX): the frameworks are not installed where mypy runs
+    # and gpu-doctor itself never imports them, so their values are typed by this name only.
+    Array = Any
+    Out = dict[str, object]  # what one framework's test reports, sent as JSON
+
 MARKER = "@@GPU-DOCTOR@@"
 N = 512  # the matrix products are N x N, float32
 TC_N, TC_WARMUP, TC_ITERS = 8192, 3, 10  # the half-precision throughput products: 8192 x 8192, ~11 TFLOP in all
 RTOL = 1e-3  # |GPU - CPU| <= RTOL * max|CPU|, with TF32 off (float32 accumulation-order differences are ~1e-5)
 
 
-def emit(event, **data):
+def emit(event: str, **data: object) -> None:
     data["event"] = event
     sys.stdout.write(MARKER + json.dumps(data, default=str) + "\n")
     sys.stdout.flush()
 
 
-def step(text):
+def step(text: str) -> None:
     emit("step", step=text)
 
 
-def error_of(exc, where):
+def error_of(exc: BaseException, where: str) -> "dict[str, str]":
     lines = traceback.format_exception_only(type(exc), exc)
     return {"type": type(exc).__module__ + "." + type(exc).__name__, "text": "".join(lines).strip(), "step": where}
 
 
-def verdict(err, scale, shape):
+def verdict(err: float, scale: float, shape: "Iterable[int]") -> "dict[str, object]":
     tol = RTOL * scale
     return {"max_abs_err": err, "tolerance": tol, "ok": bool(err <= tol), "rtol": RTOL, "shape": list(shape)}
 
 
-def compare(gpu, cpu):
+def compare(gpu: "Array", cpu: "Array") -> "dict[str, object]":
     """max |gpu - cpu| against the tolerance, for two NumPy arrays already on the host."""
     import numpy as np
 
@@ -47,20 +62,20 @@ def compare(gpu, cpu):
     return verdict(float(np.max(np.abs(gpu - cpu))), float(np.max(np.abs(cpu))), cpu.shape)
 
 
-def compare_torch(gpu, cpu):
+def compare_torch(gpu: "Array", cpu: "Array") -> "dict[str, object]":
     """The same for torch tensors (torch wheels do not require NumPy)."""
     gpu, cpu = gpu.cpu().double(), cpu.double()
     return verdict(float((gpu - cpu).abs().max()), float(cpu.abs().max()), cpu.shape)
 
 
-def inputs(seed=0):
+def inputs(seed: int = 0) -> "tuple[Array, Array]":
     import numpy as np
 
     rng = np.random.RandomState(seed)
     return rng.uniform(-1, 1, (N, N)).astype(np.float32), rng.uniform(-1, 1, (N, N)).astype(np.float32)
 
 
-def test_torch(out):
+def test_torch(out: "Out") -> None:
     step("import torch")
     import torch
 
@@ -92,18 +107,18 @@ def test_torch(out):
     tensor_core_rates(torch, out)
 
 
-def tflops(n, iters, seconds):
+def tflops(n: int, iters: int, seconds: "float | None") -> "float | None":
     """Achieved TFLOP/s of `iters` n x n x n matrix products in `seconds`: 2*n^3 flops each (a multiply and an add)."""
     if not seconds or seconds <= 0:
         return None
     return 2.0 * n ** 3 * iters / seconds / 1e12
 
 
-def tensor_core_rates(torch, out):
+def tensor_core_rates(torch: "ModuleType", out: "Out") -> None:
     """bf16 and fp16 TC_N x TC_N products timed with CUDA events: the figures compared with the datasheet."""
     step("half-precision matrix product throughput (tensor cores)")
     major = torch.cuda.get_device_capability(0)[0]
-    rates = {}
+    rates: dict[str, dict[str, object]] = {}
     for name in ("bf16", "fp16"):
         if name == "bf16" and major < 8:  # bf16 tensor cores arrived with Ampere (sm_80)
             rates[name] = {"skipped": "bf16 needs compute capability 8.0 or newer"}
@@ -128,7 +143,7 @@ def tensor_core_rates(torch, out):
     torch.cuda.empty_cache()
     out["matmul_tflops"] = rates
 
-def test_tensorflow(out):
+def test_tensorflow(out: "Out") -> None:
     step("import tensorflow")
     import tensorflow as tf
 
@@ -162,7 +177,7 @@ def test_tensorflow(out):
     out["conv"] = compare(gpu, cpu)
 
 
-def test_jax(out):
+def test_jax(out: "Out") -> None:
     step("import jax")
     import jax
     import jax.numpy as jnp
@@ -179,7 +194,7 @@ def test_jax(out):
     out["matmul"] = compare(jax.device_get(gpu), jax.device_get(cpu))
 
 
-def test_cupy(out):
+def test_cupy(out: "Out") -> None:
     step("import cupy")
     import cupy
 
@@ -193,14 +208,15 @@ def test_cupy(out):
     out["matmul"] = compare(cupy.asnumpy(cupy.asarray(a) @ cupy.asarray(b)), a @ b)
 
 
-TESTS = {"torch": test_torch, "tensorflow": test_tensorflow, "jax": test_jax, "cupy": test_cupy}
+TESTS: "dict[str, Callable[[Out], None]]" = {"torch": test_torch, "tensorflow": test_tensorflow, "jax": test_jax,
+                                             "cupy": test_cupy}
 MODULES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "cupy": "cupy"}
 
 
-def main(argv):
+def main(argv: "list[str]") -> int:
     name = argv[0]
-    out = {"framework": name, "python": sys.executable,
-           "python_version": ".".join(str(v) for v in sys.version_info[:3])}
+    out: Out = {"framework": name, "python": sys.executable,
+                  "python_version": ".".join(str(v) for v in sys.version_info[:3])}
     try:
         import importlib.util
 
@@ -211,7 +227,7 @@ def main(argv):
         where = ["starting"]
         orig_step = step
 
-        def tracking(text):
+        def tracking(text: str) -> None:
             where[0] = text
             orig_step(text)
 

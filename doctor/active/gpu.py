@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from doctor.active.events import Event, Log, Progress
 
@@ -49,7 +49,7 @@ def child_env(options: Options) -> dict[str, str]:
     return env
 
 
-def _events(mode: str, options: Options) -> Iterator[Event]:
+def _events(mode: Literal["smoke", "oom"], options: Options) -> Iterator[Event]:
     from doctor.active.runner import child_events
 
     opts = {"mode": mode, "gpus": options.gpus, "force": options.force, "size_mib": options.size_mib,
@@ -75,7 +75,8 @@ def _events(mode: str, options: Options) -> Iterator[Event]:
                 gpu(g)["last_step"] = ev.get("step")
             yield Progress(ev.get("fraction"), ev.get("step", ""), g)
         elif kind == "fact":
-            data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+            raw = ev.get("data")
+            data: dict[str, Any] = raw if isinstance(raw, dict) else {}
             (results["global"] if g is None else gpu(g)).update(data)
             try:
                 line = _measurement_line(g, data)
@@ -84,9 +85,9 @@ def _events(mode: str, options: Options) -> Iterator[Event]:
             if line:
                 yield Log(line)
         elif kind == "error":
-            entry = {"step": ev.get("step"), "error": ev.get("error") if isinstance(ev.get("error"), dict) else {}}
-            (results["errors"] if g is None else gpu(g)["errors"]).append(entry)
-            err = entry["error"]
+            raw = ev.get("error")
+            err: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            (results["errors"] if g is None else gpu(g)["errors"]).append({"step": ev.get("step"), "error": err})
             yield Log(f"{'GPU ' + str(g) + ': ' if g is not None else ''}{err.get('call')}: {err.get('name')}")
         elif kind == "done":
             results["done"] = True
@@ -98,7 +99,7 @@ def _events(mode: str, options: Options) -> Iterator[Event]:
     from doctor.model.facts_active import ActiveFacts, driver_test
 
     test = driver_test(results, __version__)
-    active = ActiveFacts(**{mode: test})
+    active = ActiveFacts(smoke=test) if mode == "smoke" else ActiveFacts(oom=test)
     yield outcome(active, results, what="smoke test" if mode == "smoke" else "OOM probe")
 
 

@@ -164,13 +164,13 @@ def saxpy_check(drv: Driver, held: Held, func: int, n: int = SAXPY_N) -> dict[st
     return compare(got, want)
 
 
-def _periodic(period: list[float], n: int) -> array:
+def _periodic(period: list[float], n: int) -> array[float]:
     """The first n elements of the period repeated, as float32."""
     one = array("f", period)
     return (one * (n // len(one) + 1))[:n]
 
 
-def compare(got: array, want: array) -> dict[str, Any]:
+def compare(got: array[float], want: array[float]) -> dict[str, Any]:
     result: dict[str, Any] = {"elements": len(want), "wrong": 0}
     if got == want:  # element by element, in C
         return result

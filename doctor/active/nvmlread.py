@@ -101,7 +101,8 @@ class Nvml:
         30 the host bridge (PHB), 40 the NUMA node (NODE), 50 across sockets (SYS)."""
         if self.n is None or a is None or b is None:
             return None
-        return self._call(self.n.nvmlDeviceGetTopologyCommonAncestor, a, b)
+        level = self._call(self.n.nvmlDeviceGetTopologyCommonAncestor, a, b)
+        return level if isinstance(level, int) else None
 
     def nvlinks(self, h: Any) -> list[dict[str, Any]] | None:
         """Each NVLink link NVML answers for: {link, active, version, remote_bus}; None when the GPU has none

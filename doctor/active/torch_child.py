@@ -23,21 +23,32 @@ import sys
 import time
 import traceback
 
+# Annotations for mypy only, as in doctor/probes/pyenv_child.py, kept readable by Python 3.6: a signature's are
+# quoted unless a builtin name (they are evaluated when the function is defined, and `list[str]` fails before 3.9),
+# a local variable's are never evaluated, and typing is not imported at run time (mypy takes this name as true; the
+# interpreter never enters the block). tests/test_types.py holds these files to it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+
+    Out = dict[str, object]  # what one run reports, sent as JSON
+
 MARKER = "@@GPU-DOCTOR@@"
 MIB = 1 << 20
 
 
-def emit(event, **data):
+def emit(event: str, **data: object) -> None:
     data["event"] = event
     sys.stdout.write(MARKER + json.dumps(data, default=str) + "\n")
     sys.stdout.flush()
 
 
-def step(text):
+def step(text: str) -> None:
     emit("step", step=text)
 
 
-def error_of(exc, where):
+def error_of(exc: BaseException, where: str) -> "dict[str, str]":
     lines = traceback.format_exception_only(type(exc), exc)
     return {"type": type(exc).__module__ + "." + type(exc).__name__, "text": "".join(lines).strip(), "step": where}
 
@@ -45,16 +56,16 @@ def error_of(exc, where):
 # --- the search (pure) ------------------------------------------------------------------------------
 
 
-def largest_fitting(try_batch, cap):
+def largest_fitting(try_batch: "Callable[[int], object]", cap: int) -> "tuple[int, list[tuple[int, bool]]]":
     """The largest n in [1, cap] for which try_batch(n) is True, assuming it fits up to some size and not beyond
     (0 when not even 1 fits). Doubles from 1 until a try fails or reaches the cap, then bisects between the last
     size that fitted and the first that did not, as Lightning's batch-size finder ("binsearch") does.
     Returns (n, [(size, fitted), ...] in the order tried); at most 2 * ceil(log2(cap)) + 1 tries."""
     if cap < 1:
         raise ValueError("cap must be at least 1")
-    trials = []
+    trials: list[tuple[int, bool]] = []
 
-    def attempt(n):
+    def attempt(n: int) -> bool:
         ok = bool(try_batch(n))
         trials.append((n, ok))
         return ok
@@ -80,14 +91,14 @@ def largest_fitting(try_batch, cap):
 # --- torch ------------------------------------------------------------------------------------------
 
 
-def is_oom(torch, exc):
+def is_oom(torch: "ModuleType", exc: BaseException) -> bool:
     oom_type = getattr(torch.cuda, "OutOfMemoryError", None)  # torch >= 1.13
     return (oom_type is not None and isinstance(exc, oom_type)) or (
         isinstance(exc, RuntimeError) and "out of memory" in str(exc))
 
 
-def alloc_settings(torch):
-    out = {"PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+def alloc_settings(torch: "ModuleType") -> "dict[str, object]":
+    out: dict[str, object] = {"PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
            "PYTORCH_ALLOC_CONF": os.environ.get("PYTORCH_ALLOC_CONF"),
            "PYTORCH_NO_CUDA_MEMORY_CACHING": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING")}
     try:
@@ -97,7 +108,7 @@ def alloc_settings(torch):
     return out
 
 
-def cuda_ready(out):
+def cuda_ready(out: "Out") -> None:
     step("import torch")
     import torch
 
@@ -106,17 +117,18 @@ def cuda_ready(out):
     step("a tensor on cuda:0")
     torch.zeros(1, device="cuda")  # raises what a user's code would meet (a CPU build: AssertionError)
     out["gpu_name"] = torch.cuda.get_device_name(0)
-    return torch
 
 
-def test_oom(out, max_blocks=100000):
-    torch = cuda_ready(out)
+def test_oom(out: "Out", max_blocks: int = 100000) -> None:
+    cuda_ready(out)
+    import torch
+
     out["alloc"] = alloc_settings(torch)
     free0, total = torch.cuda.mem_get_info()
     out["mem_get_info_before"] = [free0, total]
     chunk = max(64 * MIB, free0 // 64 // (2 * MIB) * (2 * MIB))
     step("filling the GPU through the caching allocator until torch.cuda.OutOfMemoryError")
-    blocks = []
+    blocks: list[object] = []
     try:
         while len(blocks) < max_blocks:
             try:
@@ -144,8 +156,10 @@ def test_oom(out, max_blocks=100000):
     out["recovered"] = bool(((a @ a) == 256).all().item())
 
 
-def test_batch(out, spec, cap):
-    torch = cuda_ready(out)
+def test_batch(out: "Out", spec: str, cap: int) -> None:
+    cuda_ready(out)
+    import torch
+
     out["alloc"] = alloc_settings(torch)
     step("importing " + spec)
     import importlib
@@ -157,9 +171,9 @@ def test_batch(out, spec, cap):
     model, make_batch = made
     model = model.cuda().train()
     out["parameters"] = sum(p.numel() for p in model.parameters())
-    memory = []
+    memory: list[dict[str, object]] = []
 
-    def try_batch(n):
+    def try_batch(n: int) -> bool:
         step(f"batch {n}: forward and backward")
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
@@ -194,7 +208,7 @@ def test_batch(out, spec, cap):
 # --- NCCL all-reduce --------------------------------------------------------------------------------
 
 
-def test_allreduce(out, max_mib=256, timeout=60.0):
+def test_allreduce(out: "Out", max_mib: int = 256, timeout: float = 60.0) -> None:
     step("import torch")
     import torch
 
@@ -221,25 +235,25 @@ def test_allreduce(out, max_mib=256, timeout=60.0):
                                str(port), str(max_mib)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for r in range(n)]
     deadline = time.time() + timeout
-    outputs = []
+    outputs: list[tuple[int, str, str]] = []  # (exit status, stdout, stderr) of each worker, decoded
     try:
         for p in procs:
-            so, se = p.communicate(timeout=max(1.0, deadline - time.time()))
-            outputs.append((p.returncode, so.decode("utf-8", "replace"), se.decode("utf-8", "replace")))
+            raw_out, raw_err = p.communicate(timeout=max(1.0, deadline - time.time()))
+            outputs.append((p.returncode, raw_out.decode("utf-8", "replace"), raw_err.decode("utf-8", "replace")))
     except subprocess.TimeoutExpired:
         for p in procs:
             p.kill()
         raise RuntimeError(f"the NCCL all-reduce did not finish within {timeout:g} s (a hung collective: a peer "
                            "path or NCCL transport that never delivers)") from None
-    for rank, (rc, _so, se) in enumerate(outputs):
+    for rank, (rc, _stdout, stderr) in enumerate(outputs):
         if rc != 0:
-            raise RuntimeError(f"NCCL worker {rank} exited {rc}: {se.strip()[-2000:]}")
+            raise RuntimeError(f"NCCL worker {rank} exited {rc}: {stderr.strip()[-2000:]}")
     for line in outputs[0][1].splitlines():
         if line.startswith(MARKER):
             out["allreduce"] = json.loads(line[len(MARKER):])
 
 
-def allreduce_worker(rank, world, port, max_mib):
+def allreduce_worker(rank: int, world: int, port: int, max_mib: int) -> None:
     import datetime
 
     import torch
@@ -248,7 +262,7 @@ def allreduce_worker(rank, world, port, max_mib):
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
-    results = []
+    results: list[dict[str, object]] = []
     size = MIB
     while size <= max_mib * MIB:
         x = torch.ones(size // 4, device="cuda")
@@ -272,16 +286,16 @@ def allreduce_worker(rank, world, port, max_mib):
         sys.stdout.write(MARKER + json.dumps({"world": world, "sizes": results}) + "\n")
 
 
-def main(argv):
+def main(argv: "list[str]") -> int:
     mode = argv[0] if argv else "oom"
     if mode == "allreduce-worker":
         allreduce_worker(int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]))
         return 0
-    out = {"mode": mode, "python": sys.executable}
+    out: Out = {"mode": mode, "python": sys.executable}
     where = ["starting"]
     orig_step = step
 
-    def tracking(text):
+    def tracking(text: str) -> None:
         where[0] = text
         orig_step(text)
 

@@ -8,6 +8,7 @@ from doctor import beliefs
 from doctor.model.facts import Facts, PyPackage
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
 from doctor.model.intents import Intent
+from doctor.model.severity import Severity
 from doctor.safeio import small_int
 
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib")
@@ -34,12 +35,12 @@ def ok(code: str, title: str, *evidence: Evidence, detail: str = "") -> Finding:
     return Finding(code=code, severity="ok", title=title, detail=detail, evidence=list(evidence))
 
 
-def finding(code: str, severity: str, title: str, detail: str, evidence: list[Evidence],
+def finding(code: str, severity: Severity, title: str, detail: str, evidence: list[Evidence],
             fix: str | None = None, steps: list[FixStep] | None = None, intents: list[Intent] | None = None
             ) -> Finding:
     return Finding(
         code=code,
-        severity=severity,  # type: ignore[arg-type]  # a str: checks/gpus.py computes one (-> Severity once it is typed)
+        severity=severity,
         title=title,
         detail=detail,
         evidence=evidence,

@@ -10,6 +10,7 @@ from doctor.checks.common import finding, ok
 from doctor.matrix import Matrix
 from doctor.model.facts import Facts, Gpu, XidEvent
 from doctor.model.findings import Evidence, Finding, FixStep
+from doctor.model.severity import Severity
 from doctor.registry import Context, NotApplicable, Skip, check, matrix_of
 from doctor.safeio import lazy_compile
 
@@ -133,6 +134,7 @@ def _xid_finding(facts: Facts, xid: int, bus: str | None, events: list[XidEvent]
     klass = row.get("class", "unknown")
     action = row.get("action")
     nonfatal = all(e.message and _NONFATAL.search(e.message) for e in events)
+    severity: Severity
     if not row:
         severity = "warn"  # not in the reviewed catalog: something to look up, not a verdict on the node
     elif nonfatal or klass in ("application", "info"):

@@ -478,6 +478,18 @@ class ActiveFacts:
 T = TypeVar("T")
 
 
+class Incomplete(ValueError):
+    """A value the test process always reports is missing from a recorded test (a snapshot written by hand, cut,
+    or by another tool): its judge cannot judge it, and the check says so — skipped, not crashed, no verdict."""
+
+
+def known(value: T | None, what: str) -> T:
+    """``value``, which a complete record always has; :class:`Incomplete` when the record lacks it."""
+    if value is None:
+        raise Incomplete(f"the record has no {what}")
+    return value
+
+
 @overload
 def coerce(tp: type[T], value: Any) -> T | None: ...
 @overload

@@ -50,11 +50,11 @@ def _frozen(cls: type) -> type:
     compared = tuple(f.name for f in fields if f.compare)
     hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
     if "__repr__" not in own:
-        cls.__repr__ = _repr_of(shown)  # type: ignore[method-assign]
+        cls.__repr__ = _repr_of(shown)  # type: ignore[method-assign]  # written onto the class, as dataclasses does
     if "__eq__" not in own:
-        cls.__eq__ = _eq_of(compared)  # type: ignore[method-assign]
+        cls.__eq__ = _eq_of(compared)  # type: ignore[method-assign]  # set on the class, as dataclasses does
     if "__hash__" not in own:
-        cls.__hash__ = _hash_of(hashed)  # type: ignore[method-assign]
+        cls.__hash__ = _hash_of(hashed)  # type: ignore[method-assign]  # set on the class, as dataclasses does
     return cls
 
 

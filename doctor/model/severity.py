@@ -36,6 +36,15 @@ MARKS: dict[str, str] = {name: level.mark for name, level in LEVELS.items()}
 STATUS_MARKS: dict[str, str] = {**MARKS, "unknown": UNKNOWN_MARK}
 
 
+_NAMES: dict[str, Severity] = {"fail": "fail", "warn": "warn", "info": "info", "ok": "ok"}
+
+
+def severity_of(value: object, default: Severity) -> Severity:
+    """``value`` when it names a severity (a catalog row's), else ``default``: an unknown word never reaches a
+    finding, where ranking it would fail."""
+    return _NAMES.get(value, default) if isinstance(value, str) else default
+
+
 def rank(severity: str) -> int:
     return LEVELS[severity].rank
 

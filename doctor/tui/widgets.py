@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -26,7 +26,7 @@ from doctor.tui.model import MARKS, AreaView, Source
 
 if TYPE_CHECKING:
     from textual.screen import Screen
-    from textual.widgets import DataTable
+    from textual.widgets import DataTable, Log
 
     from doctor.model.facts import Facts, Gpu
     from doctor.model.findings import Finding
@@ -403,7 +403,7 @@ class GpuView(Deferred):
 
     def table(self) -> DataTable[Any]:
         self.build()
-        return self.query_one("#gpu-table")  # type: ignore[return-value]
+        return cast("DataTable[Any]", self.query_one("#gpu-table"))
 
     def show_facts(self, facts: Facts | None, live: bool) -> None:
         if self.later(lambda: self.show_facts(facts, live)):
@@ -500,7 +500,7 @@ class ActivePanel(Deferred):
     def start(self, test: active.ActiveTest) -> None:
         self.build()
         self.query_one("#active-run").display = True
-        self.query_one("#active-log").clear()  # type: ignore[attr-defined]
+        cast("Log", self.query_one("#active-log")).clear()
         bar: Any = self.query_one("#active-progress")
         bar.update(total=None, progress=0)
         self.query_one("#active-step", Static).update(Text(f"{test.title}: starting", style="bold"))
@@ -517,7 +517,7 @@ class ActivePanel(Deferred):
                 where = f"GPU {ev.gpu}: " if ev.gpu is not None else ""
                 self.query_one("#active-step", Static).update(Text(f"{test.title}: {where}{ev.step}", style="bold"))
         elif isinstance(ev, active.Log):
-            self.query_one("#active-log").write_line(visible(ev.line, line=True))  # type: ignore[attr-defined]
+            cast("Log", self.query_one("#active-log")).write_line(visible(ev.line, line=True))
         elif isinstance(ev, active.Outcome):
             bar.update(total=100, progress=100)
             self.query_one("#active-step", Static).update(

@@ -15,6 +15,7 @@ from typing import Any
 
 from doctor.matrix import bundled
 from doctor.model.findings import FixStep
+from doctor.model.severity import Severity, severity_of
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Meaning:
     explanation: str
     fix: str | None = None
     steps: list[FixStep] = field(default_factory=list)
-    severity: str = "fail"
+    severity: Severity = "fail"
 
 
 def _step(raw: Any) -> FixStep | None:
@@ -42,7 +43,7 @@ def _meanings(rows: list[dict[str, Any]]) -> dict[str, Meaning]:
             steps = [st for st in (_step(r) for r in row.get("steps", [])) if st is not None]
             out[str(row["name"])] = Meaning(str(row["finding"]), str(row["explanation"]),
                                             str(row["fix"]) if row.get("fix") else None, steps,
-                                            str(row.get("severity", "fail")))
+                                            severity_of(row.get("severity"), "fail"))
         except (KeyError, TypeError, AttributeError):
             continue
     return out

@@ -9,8 +9,9 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from doctor.model.facts_active import DcgmDiag
+from doctor.model.facts_active import DcgmDiag, known
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.severity import Severity
 
 AREA = "Diagnostics (DCGM)"
 
@@ -31,7 +32,7 @@ def diag_findings(diag: DcgmDiag, returncode: int | None, level: int) -> list[Fi
                    "DCGM could not run its diagnostic; its own output is in the evidence.", ev)]
     skipped = []
     for t in diag.tests:
-        status = t.status.lower()  # type: ignore[union-attr]
+        status = known(t.status, "DCGM test status").lower()
         per_gpu_fail = [g for g, s in t.gpus.items() if s.lower() == "fail"]
         per_gpu_warn = [g for g, s in t.gpus.items() if s.lower() == "warn"]
         if status == "fail" or per_gpu_fail:
@@ -60,18 +61,18 @@ def diag_findings(diag: DcgmDiag, returncode: int | None, level: int) -> list[Fi
                 who = ", ".join(f"GPU {g}" for g in (_gpus_named(text) or per_gpu_warn)) or "GPU(s)"
                 out.append(_f("gpu.dcgm_warning", "warn", f"{who}: DCGM '{t.name}' warned: {text}", "", ev))
         elif status == "skip":
-            skipped.append(t.name)
+            skipped.append(known(t.name, "DCGM test name"))
         else:
             for m in t.messages:
                 if m.kind in ("Warning", "Error"):
                     who = ", ".join(f"GPU {g}" for g in _gpus_named(m.text)) or "GPU(s)"
                     out.append(_f("gpu.dcgm_warning", "warn", f"{who}: DCGM '{t.name}': {m.text}", "", ev))
     if skipped:
-        out.append(_f("gpu.dcgm", "info", f"DCGM skipped {len(skipped)} test(s): {', '.join(skipped)}",  # type: ignore[arg-type]
+        out.append(_f("gpu.dcgm", "info", f"DCGM skipped {len(skipped)} test(s): {', '.join(skipped)}",
                       "A skipped test tested nothing: DCGM skips tests the GPU class does not support, tests "
                       "that are not allowed (is_allowed), and, with --fail-early, everything after a failure.", ev))
     if not any(f.severity in ("fail", "warn") for f in out):
-        passed = [t for t in diag.tests if t.status.lower() == "pass"]  # type: ignore[union-attr]
+        passed = [t for t in diag.tests if known(t.status, "DCGM test status").lower() == "pass"]
         out.insert(0, _f("gpu.dcgm", "ok", f"DCGM diag -r {level}: {len(passed)} test(s) passed"
                          + (f" (DCGM {diag.version})" if diag.version else ""), evidence=ev))
     return out
@@ -96,7 +97,7 @@ def record_findings(rec: DcgmDiag) -> list[Finding]:
     return findings
 
 
-def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix, steps or []) if fix else None, area=AREA, check=code)

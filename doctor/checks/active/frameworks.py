@@ -20,6 +20,7 @@ from doctor.errors import signatures as explain_signatures
 from doctor.matrix import bundled
 from doctor.model.facts_active import DEFAULT_CHILD_TIMEOUT, ActiveEnd, FrameworkRun, FrameworkTest
 from doctor.model.findings import Evidence, Finding, Fix
+from doctor.model.severity import Severity, severity_of
 
 AREA = "Framework smoke test"
 
@@ -30,7 +31,7 @@ class Signature:
     code: str
     explanation: str
     fix: str | None = None
-    severity: str = "fail"
+    severity: Severity = "fail"
     compiled: tuple[re.Pattern[str], ...] = ()
     source: str | None = None
     ids: tuple[str, ...] = ()  # the compat/errors.toml signatures this row reads
@@ -51,7 +52,7 @@ def signatures() -> tuple[Signature, ...]:
                 continue
             out.append(Signature(" | ".join(s.pattern.pattern for s in sigs), str(row["finding"]),
                                  str(row["explanation"]), str(row["fix"]) if row.get("fix") else None,
-                                 str(row.get("severity", "fail")), tuple(s.pattern for s in sigs),
+                                 severity_of(row.get("severity"), "fail"), tuple(s.pattern for s in sigs),
                                  str(row.get("source", "")) or None, tuple(s.id for s in sigs)))
         except (KeyError, TypeError):
             continue
@@ -142,8 +143,8 @@ def judge_run(run: FrameworkRun, timeout: float, matrix: Any = None) -> list[Fin
     return out
 
 
-def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix) if fix else None,
                    area=AREA, check=code)

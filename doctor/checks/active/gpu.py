@@ -23,8 +23,10 @@ from doctor.model.facts_active import (
     PcieLink,
     TensorRate,
     Verified,
+    known,
 )
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.severity import Severity
 
 MIB = 1 << 20
 AREA_SMOKE = "Smoke test"
@@ -69,9 +71,9 @@ def label(g: ActiveGpu) -> str:
     return f"GPU {g.ordinal} ({name})" if name else f"GPU {g.ordinal}"
 
 
-def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None, steps: list[FixStep] | None = None, area: str = AREA_SMOKE) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix or "Look closer:", steps or []) if fix or steps else None,
                    area=area, check=code)
 
@@ -224,7 +226,7 @@ def performance(g: ActiveGpu, matrix: Any) -> list[Finding]:
         if value is None:
             continue
         ev = [Evidence(f"smoke.{key}", round(value, 2),
-                       f"smoke:{call} (pinned, {g.copy_bytes // MIB} MiB, best of 3)")]  # type: ignore[operator]
+                       f"smoke:{call} (pinned, {known(g.copy_bytes, 'copy size') // MIB} MiB, best of 3)")]
         if pcie:
             ev.append(Evidence("nvml.pcie_link", f"gen {link.pcie_gen} x{link.pcie_width}",
                                "nvml:nvmlDeviceGetCurrPcieLinkGeneration/Width"))
@@ -303,9 +305,10 @@ def health_changes(g: ActiveGpu, area: str) -> list[Finding]:
     before, after = g.nvml_before or _NO_READING, g.nvml_after or _NO_READING
     during = g.nvml_during or _NO_READING
     who = label(g)
-    for key, b, a, sev, what in (("ecc_uncorrected", before.ecc_uncorrected, after.ecc_uncorrected, "fail",
-                                  "uncorrectable"),
-                                 ("ecc_corrected", before.ecc_corrected, after.ecc_corrected, "warn", "corrected")):
+    ecc: list[tuple[str, int | None, int | None, Severity, str]] = [
+        ("ecc_uncorrected", before.ecc_uncorrected, after.ecc_uncorrected, "fail", "uncorrectable"),
+        ("ecc_corrected", before.ecc_corrected, after.ecc_corrected, "warn", "corrected")]
+    for key, b, a, sev, what in ecc:
         if isinstance(b, int) and isinstance(a, int) and a > b:
             out.append(_f("gpu.hardware_fault", sev, f"{who}: {a - b} new {what} ECC error(s) during the test "
                           f"(volatile count {b} → {a})",
@@ -437,7 +440,7 @@ def capacity(g: ActiveGpu, matrix: Any) -> Finding:
                      "the memory on some GPUs)")
     title = (f"{who}: {_mib(total)} allocatable in total, largest single block {_mib(largest)}"
              + (f"; NVML reported {_mib(nvml_free)} free of {_mib(nvml_total)}" if nvml_total else ""))
-    severity = "ok"
+    severity: Severity = "ok"
     if largest < 0.9 * total:
         severity = "warn"  # a single large tensor does not fit although the total would
     ctx_cost = max(0, (with_ctx.memory_used or 0) - (before.memory_used or 0))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from doctor.model.facts_active import GpuBurn
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.severity import Severity
 
 AREA = "Stress test (gpu-burn)"
 
@@ -58,7 +59,7 @@ def record_findings(rec: GpuBurn) -> list[Finding]:
     return burn_findings(rec, rec.returncode, rec.seconds or 0)
 
 
-def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix, steps or []) if fix else None, area=AREA, check=code)

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from doctor.model.facts_active import MultiGpu, NvLink, PcieLink, bus_key
+from doctor.model.facts_active import MultiGpu, NvLink, PcieLink, bus_key, known
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.severity import Severity
 
 AREA = "Multi-GPU"
 
@@ -38,9 +39,9 @@ PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 8 * 128 / 130 / 8, 4: 16 * 128 / 130 / 8, 5
 MIN_PEER_RATIO = 0.4
 
 
-def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix or "Look closer:", steps or []) if fix or steps else None,
                    area=AREA, check=code)
 
@@ -187,8 +188,8 @@ def findings(mg: MultiGpu | None) -> list[Finding]:
             continue
         direct = can.get(pair) and pair not in mg.peer_enable_errors
         peak, what = expected_gbs(mg, a, b) if direct else (None, None)
-        ev = [Evidence("multigpu.peer_gbs", round(c.gbs, 1), f"smoke:cuMemcpyPeer ({c.bytes >> 20} MiB, "  # type: ignore[operator]
-                       "best of 3)")]
+        ev = [Evidence("multigpu.peer_gbs", round(c.gbs, 1),
+                       f"smoke:cuMemcpyPeer ({known(c.bytes, 'peer copy size') >> 20} MiB, best of 3)")]
         shown = f"{c.gbs:,.1f} GB/s"
         if not peak:  # in the matrix only: no figure to hold it against
             continue

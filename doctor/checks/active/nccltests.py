@@ -14,8 +14,9 @@ from dataclasses import replace
 from itertools import combinations
 
 from doctor.checks.active.multigpu import expected_gbs
-from doctor.model.facts_active import MultiGpu, NcclTests
+from doctor.model.facts_active import MultiGpu, NcclTests, known
 from doctor.model.findings import Evidence, Finding, Fix, FixStep
+from doctor.model.severity import Severity
 
 AREA = "Multi-GPU (nccl-tests)"
 WARN_FRACTION = 0.4
@@ -46,7 +47,7 @@ def nccl_findings(nccl: NcclTests, returncode: int | None, mg: MultiGpu | None) 
                    "It failed before measuring; its output is in the evidence.", ev)]
     for r in nccl.rows:
         for where, place in (("out_of_place", r.out_of_place), ("in_place", r.in_place)):
-            wrong = place.wrong  # type: ignore[union-attr]
+            wrong = known(place, f"{where} result").wrong
             # A count in today's table (an error magnitude in the old format's column, not judged)
             if not nccl.old_format and wrong is not None and wrong > 0:
                 out.append(_f("multigpu.nccl_wrong_results", "fail",
@@ -64,7 +65,7 @@ def nccl_findings(nccl: NcclTests, returncode: int | None, mg: MultiGpu | None) 
     if out:
         return out
     last = nccl.rows[-1]
-    busbw = last.out_of_place.busbw  # type: ignore[union-attr]
+    busbw = known(last.out_of_place, "out-of-place result").busbw
     expect, what = expected_busbw(mg)
     size = f"{last.size:,} B"
     if busbw is not None and expect and busbw < WARN_FRACTION * expect:
@@ -102,7 +103,7 @@ def record_findings(rec: NcclTests, mg: MultiGpu | None) -> list[Finding]:
     return findings
 
 
-def _f(code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None, steps: list[FixStep] | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix, steps or []) if fix else None, area=AREA, check=code)

@@ -11,8 +11,9 @@ import re
 from dataclasses import asdict
 
 from doctor.checks.active.frameworks import FALLBACK, classify
-from doctor.model.facts_active import DEFAULT_CHILD_TIMEOUT, ActiveEnd, AllReduce, FrameworkError, TorchRun
+from doctor.model.facts_active import DEFAULT_CHILD_TIMEOUT, ActiveEnd, AllReduce, FrameworkError, TorchRun, known
 from doctor.model.findings import Evidence, Finding, Fix
+from doctor.model.severity import Severity
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -49,9 +50,9 @@ def record_findings(runs: list[TorchRun]) -> list[Finding]:
                                                           or DEFAULT_CHILD_TIMEOUT))]
 
 
-def _f(mode: str, code: str, severity: str, title: str, detail: str = "", evidence: list[Evidence] | None = None,
+def _f(mode: str, code: str, severity: Severity, title: str, detail: str = "", evidence: list[Evidence] | None = None,
        fix: str | None = None) -> Finding:
-    return Finding(code=code, severity=severity, title=title, detail=detail,  # type: ignore[arg-type]
+    return Finding(code=code, severity=severity, title=title, detail=detail,
                    evidence=evidence or [], fix=Fix(fix) if fix else None, area=AREA[mode], check=code)
 
 
@@ -84,7 +85,7 @@ def error_finding(mode: str, where: str, err: FrameworkError, end: ActiveEnd) ->
     first = (text.strip().splitlines()[-1:] or [""])[0][:200]
     for pattern, code, explanation in NCCL_SIGNATURES:
         if re.search(pattern, text):
-            severity = "info" if code == "multigpu.nccl" else "fail"
+            severity: Severity = "info" if code == "multigpu.nccl" else "fail"
             if code == "multigpu.nccl" and re.search(r"sees 0\b", text):
                 severity = "warn"  # not one GPU: nothing GPU-related was tested, so no "ready" can follow
             return _f(mode, code, severity, f"{where}: {first}", f"{explanation}\nIt failed at: {err.step}.", ev)
@@ -162,11 +163,13 @@ def _allreduce(run: TorchRun, where: str) -> list[Finding]:
     if not sizes:
         return [_f("allreduce", "multigpu.nccl_failed", "fail", f"{where}: the all-reduce reported nothing")]
     wrong = [s for s in sizes if not s.correct]
-    best = max(sizes, key=lambda s: s.busbw)  # type: ignore[arg-type,return-value]
-    table = "\n".join(f"{s.bytes >> 20:>6} MiB  {s.us:>10.1f} us  algbw {s.algbw:.1f}  busbw "  # type: ignore[operator]
-                      f"{s.busbw:.1f} GB/s" for s in sizes)
+    best = max(sizes, key=lambda s: known(s.busbw, "bus bandwidth"))
+    table = "\n".join(f"{known(s.bytes, 'size') >> 20:>6} MiB  {known(s.us, 'time'):>10.1f} us  algbw "
+                      f"{known(s.algbw, 'algorithm bandwidth'):.1f}  busbw {known(s.busbw, 'bus bandwidth'):.1f} GB/s"
+                      for s in sizes)
     out = [_f("allreduce", "multigpu.nccl", "ok" if not wrong else "fail",
               f"{where}: NCCL all-reduce across {res.world} GPUs, bus bandwidth {best.busbw:.1f} GB/s "
-              f"at {best.bytes >> 20} MiB" + (f"; WRONG results at {len(wrong)} size(s)" if wrong else ""),  # type: ignore[operator]
+              f"at {known(best.bytes, 'size') >> 20} MiB"
+              + (f"; WRONG results at {len(wrong)} size(s)" if wrong else ""),
               table, [Evidence("nccl.allreduce", [asdict(s) for s in sizes], "torch.distributed.all_reduce (nccl)")])]
     return out
