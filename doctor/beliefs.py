@@ -110,6 +110,7 @@ WORKING_SOURCES = ("nvml", "nvidia-smi", "collect_env", "cuda", "deep")
 
 @dataclass(frozen=True)
 class Beliefs:
+    """What the facts say together about the driver, the GPUs and the loader, with evidence."""
     userspace_installed: Belief
     module_loaded: Belief
     gpu_on_bus: Belief

@@ -67,6 +67,7 @@ def runnable(exe: str) -> str:
 
 @dataclass(frozen=True)
 class Options:
+    """What the user asks of a plan: a target driver or CUDA, a wanted framework, Python only."""
     target_driver: str | None = None  # "550" or "550.54.14"
     target_cuda: str | None = None  # "12.4"
     want: str | None = None  # "torch==2.5.1"

@@ -66,6 +66,7 @@ def row_runs_natively(row: dict[str, Any], driver: str, windows: bool = False) -
 
 @dataclass(frozen=True)
 class Matrix:
+    """The compatibility matrix: the compat/*.toml tables, where they came from and when reviewed."""
     data: dict[str, dict[str, Any]]
     origin: str = "bundled"
     reviewed: str | None = None
@@ -452,6 +453,7 @@ def bundled() -> Matrix:
 
 @dataclass(frozen=True)
 class Verdict:
+    """Whether a driver runs a CUDA runtime, by which rule, and the rows that say so."""
     ok: bool
     rule: str  # native | minor-version | forward-compat | forward-compat-needs-package | too-old | unknown
     explanation: str

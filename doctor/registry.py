@@ -48,6 +48,7 @@ CheckFunc = Callable[[Facts, Context], Iterable[Finding]]
 
 @dataclass(frozen=True)
 class Check:
+    """One registered check: its id, area, summary, function and the finding codes it gives."""
     id: str
     area: str
     summary: str

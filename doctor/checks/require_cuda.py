@@ -25,6 +25,7 @@ _CONSTRAINT = re.compile(r"(cuda|driver|arch|brand)(>=|<=|==|=|>|<)([\w.]+)")
 
 @dataclass(frozen=True)
 class Requirement:
+    """An image's NVIDIA_REQUIRE_CUDA, parsed: its floor, its brand exceptions."""
     text: str
     cuda: str | None  # the cuda>= floor of the alternative without a brand
     exceptions: list[tuple[int, frozenset[str]]]  # (driver branch, brands) of the brand=…,driver>=N,driver<N+1 ones

@@ -66,12 +66,14 @@ class FixStep:
 
 @dataclass(frozen=True)
 class Fix:
+    """What a person reads under a finding: a summary and the steps with their commands."""
     summary: str
     steps: list[FixStep] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Finding:
+    """One thing a check found: its code, severity, title, detail, evidence and remedies."""
     code: str
     severity: Severity
     title: str

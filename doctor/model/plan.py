@@ -23,6 +23,7 @@ PLAN_SCHEMA = "gpu-doctor.fixplan/v1"
 
 @dataclass(frozen=True)
 class PlanStep:
+    """One step of a fix plan: the findings it resolves, why, its actions, how to verify."""
     id: str
     resolves: list[str]  # finding codes
     why: str
@@ -44,6 +45,7 @@ class PlanStep:
 
 @dataclass(frozen=True)
 class FixPlan:
+    """The one fix plan for a machine's findings: its steps, for its OS and architecture."""
     os_id: str | None
     os_version: str | None
     os_pretty: str | None

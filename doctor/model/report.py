@@ -21,6 +21,7 @@ NOT_GPU_EVIDENCE = (("framework.cpu_only_build", "info"),)
 
 @dataclass(frozen=True)
 class CheckResult:
+    """How one check ended: its status, and why when it did not run."""
     id: str
     area: str
     summary: str
@@ -30,6 +31,7 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class Report:
+    """The diagnosis of one machine: its facts, the findings and how each check ended."""
     facts: Facts
     findings: list[Finding] = field(default_factory=list)
     checks: list[CheckResult] = field(default_factory=list)

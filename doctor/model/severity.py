@@ -17,6 +17,7 @@ Severity = Literal["fail", "warn", "info", "ok"]
 
 @dataclass(frozen=True)
 class Level:
+    """One severity: its name, its rank and the mark shown before it."""
     name: str
     rank: int  # fail 3 > warn 2 > info 1 > ok 0
     mark: str  # what text, markdown and the TUI print before it
