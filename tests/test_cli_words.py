@@ -36,6 +36,21 @@ def test_help_says_what_gpu_doctor_alone_does() -> None:
     assert "opens the interactive view" in " ".join(text.split()) and "alone runs `check`." not in text
 
 
+def test_a_commands_parse_makes_only_its_parser_and_the_help_still_lists_every_command(capsys) -> None:
+    # `check` parses its own arguments only (the other commands' parsers cost every run ~5 ms); `--help` alone and
+    # a command's --help say what they always said.
+    from doctor.cli import COMMANDS
+
+    commands = build_parser(only="check")._subparsers._group_actions[0].choices
+    assert list(commands) == ["check"]
+    assert build_parser(only="check").parse_args(["check", "--json", "driver.loaded"]).checks == ["driver.loaded"]
+    listed = build_parser(only="").format_help()
+    assert all(f"    {name} " in listed for name in COMMANDS)
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    assert "--dockerfile" in capsys.readouterr().out
+
+
 def test_timeout_zero_says_it_must_be_more_than_zero(capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["check", "--timeout", "0"])

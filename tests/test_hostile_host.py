@@ -66,6 +66,23 @@ def test_a_dpkg_status_over_4_mb_keeps_the_driver_packages_past_the_cut(tmp_path
     assert not [e for e in facts.errors if "dpkg" in e.reason and "truncated" in e.reason]
 
 
+def test_dpkg_driver_packages_are_the_names_with_a_driver_prefix_whatever_else_the_file_holds(tmp_path: Path) -> None:
+    # The status file is searched for driver names by one pattern: the key in any case, a tab, names that only
+    # contain a driver word, an empty name and bytes that are not UTF-8 leave the same packages as a test of each
+    # name would.
+    status = (b"Package: xnvidia-driver\nStatus: install ok installed\nVersion: 1\n\n"
+              b"PACKAGE:\tlibcuda1\nStatus: install ok installed\nVersion: 535.1-1\n\n"
+              b"Package:\nnvidia-driver-9\nVersion: 2\n\n"
+              b"Package: \xffnvidia-utils\nStatus: install ok installed\nVersion: 3\n\n"
+              b"package: nvidia-driver-550\xff\nStatus: install ok installed\nVersion: 550.1-1\n\n"
+              b"Package: foo-nvidia\nStatus: install ok installed\nVersion: 4\n\n"
+              b"Package: nvidia-kernel-dkms\nStatus: install ok installed\nVersion: 550.2-1\n")
+    build(tmp_path, {"/var/lib/dpkg/status": status})
+    facts = collect(host(tmp_path))
+    assert [(p.name, p.version) for p in facts.driver.packages] == [
+        ("libcuda1", "535.1-1"), ("nvidia-driver-550\ufffd", "550.1-1"), ("nvidia-kernel-dkms", "550.2-1")]
+
+
 def test_a_file_over_its_cap_is_an_error_entry(tmp_path: Path) -> None:
     build(tmp_path, {"/var/log/kern.log": "kernel: hello\n" * 400_000})  # 5.6 MB > 4 MB
     facts = collect(host(tmp_path))
