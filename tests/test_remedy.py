@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,73 @@ def test_a_toolkit_or_cudnn_the_plan_did_not_name_is_left_to_the_person(action: 
     script = fix_script(plan, fmt)
     assert "not automated for this system" in script
     assert "cuda-toolkit-" not in script and "-cuda-None" not in script
+
+
+# --- each kind becomes a dataclass on first use (start-up speed, issue 23) --------------------------------------
+
+_FRESH = """
+import dataclasses, inspect, json, threading
+from doctor.model import remedy
+from doctor.model.remedy import ACTIONS, INTENTS
+out = {"pending_at_import": len(remedy._pending)}
+import doctor.fixplan, doctor.render.apt, doctor.render.fixline  # the planner and a renderer name every kind
+out["pending_after_planner"] = len(remedy._pending)
+# first use through each way in, one kind each: class-level look-ups, a constructor from a report, threads at once
+out["fields"] = [f.name for f in dataclasses.fields(remedy.InstallDriver)]
+out["is_dataclass"] = dataclasses.is_dataclass(remedy.PinDriverBranch)
+out["match_args"] = list(remedy.HoldPackages.__match_args__)
+out["signature"] = str(inspect.signature(remedy.UnsetEnvVar))
+out["from_dict"] = repr(remedy.intent_from_dict({"intent": "LoadModule", "module": "nvidia-drm"}))
+made = []
+threads = [threading.Thread(target=lambda: made.append(remedy.Reboot("boot", always=True))) for _ in range(8)]
+[t.start() for t in threads]; [t.join() for t in threads]
+out["threads"] = sorted({repr(m) for m in made})
+kinds = {*INTENTS, *ACTIONS}
+out["parameters"] = {k.__name__: list(inspect.signature(k).parameters) for k in kinds}
+out["init_fields"] = {k.__name__: [f.name for f in dataclasses.fields(k) if f.init] for k in kinds}
+out["pending_at_end"] = len(remedy._pending)
+print(json.dumps(out))
+"""
+
+
+def _fresh() -> dict[str, Any]:
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _FRESH], capture_output=True, text=True, timeout=120,
+                          cwd=DOCTOR.parent, check=True)
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def test_importing_the_planner_and_renderers_makes_no_kind_and_first_use_makes_the_same_dataclass() -> None:
+    out = _fresh()
+    assert out["pending_at_import"] == out["pending_after_planner"] == 23  # 20 kinds and their three bases
+    assert out["fields"] == ["branch", "flavor", "kernel", "min_branch", "server", "max_branch", "open_required",
+                             "headers"]
+    assert out["is_dataclass"] is True
+    assert out["match_args"] == ["names"]
+    assert out["signature"] == "(name: 'str', reason: 'str' = '') -> None"
+    assert out["from_dict"] == "LoadModule(module='nvidia-drm')"
+    assert out["threads"] == ["Reboot(reason='boot', always=True)"]
+    assert out["parameters"] == out["init_fields"]  # each constructor is its own, never a base's
+    assert out["pending_at_end"] == 0
+
+
+def test_a_kind_first_met_unpickled_compares_hashes_and_prints_by_its_fields() -> None:
+    """A report's remedies cross a process boundary pickled (fleet's workers): in the process that reads them the
+    kind is first met there, made without its constructor."""
+    import pickle
+    import subprocess
+    import sys
+
+    blob = pickle.dumps([RebuildDkms("6.8.0", load=True), RebuildDkms("6.8.0")]).hex()
+    code = ("import pickle, sys\nfrom doctor.model import remedy\n"
+            f"a, b = pickle.loads(bytes.fromhex({blob!r}))\n"
+            "print(repr(a), a == b, a == remedy.RebuildDkms('6.8.0', load=True), hash(a) == hash(remedy.RebuildDkms("
+            "'6.8.0', load=True)), remedy.RebuildDkms in remedy._pending)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=DOCTOR.parent, check=True).stdout
+    assert out.split() == ["RebuildDkms(kernel='6.8.0',", "load=True,", "headers=None)", "False", "True", "True",
+                           "False"]

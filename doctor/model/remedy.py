@@ -34,18 +34,83 @@ own ``Fix`` is the wording a :class:`Manual` step carries when no intent can exp
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from doctor.model.records import dataclass
+from doctor.model.records import dataclass as _dataclass
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass as kind
+else:
+
+    def kind(**params: Any) -> Any:
+        """``dataclass(frozen=True)`` of :mod:`doctor.model.records`, applied when the class is first used."""
+        assert params == {"frozen": True}
+
+        def defer(cls: type) -> type:
+            for name in _STAND_INS:
+                setattr(cls, name, _StandIn(name))
+            _pending.add(cls)
+            return cls
+
+        return defer
+
 
 ASKED = {"side": "intent"}  # field metadata: a check's wish the plan does not repeat
 PLANNED = {"side": "plan"}  # field metadata: settled by the planner; absent from the check's intent
 
+# --- each kind becomes a dataclass on first use ----------------------------------------------------------------
+#
+# Making a frozen dataclass compiles its __init__, __setattr__ and __delattr__ (~0.45 ms a class); a run makes
+# about five of these 23 classes, and every command imports them all (the planner and the renderers name them).
+# So each kind's class statement runs at import (a plain class: the names, isinstance and issubclass work at
+# once) and the dataclass decorator runs on it when it is first used: its first instance (Remedy.__new__, which
+# copy and pickle reach too) or the first look-up of what the decorator adds to the class itself
+# (``dataclasses.fields(kind)``, ``is_dataclass``, ``__match_args__``, ``kind.__init__``: a stand-in in the class's
+# own namespace, which would otherwise find a base's). Until then no instance of it exists, so nothing can tell.
 
-@dataclass(frozen=True)
+_STAND_INS = ("__dataclass_fields__", "__dataclass_params__", "__match_args__", "__init__")
+_pending: set[type] = set()  # kinds whose decorator has not run yet
+_defining = threading.RLock()
+
+
+class _StandIn:
+    """What the class-level look-up of one of :data:`_STAND_INS` finds on a kind not yet made: makes it, then
+    answers with what the decorator put there."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: object, owner: type) -> Any:
+        _define(owner)
+        return getattr(owner if instance is None else instance, self.name)
+
+
+def _define(cls: type) -> None:
+    """Apply the dataclass decorator to ``cls``, its pending bases first, once, whichever thread asks first (the
+    others wait for it). A kind leaves ``_pending`` only once it is complete."""
+    with _defining:
+        for klass in reversed(cls.__mro__):
+            if klass in _pending:
+                # The decorator replaces the other two stand-ins itself; these two it would leave in place.
+                delattr(klass, "__init__")
+                delattr(klass, "__match_args__")
+                _dataclass(frozen=True)(klass)
+                _pending.discard(klass)
+
+
+@kind(frozen=True)
 class Remedy:
     """Any remedy kind: its JSON as an intent and as an action."""
+
+    if not TYPE_CHECKING:
+
+        def __new__(cls, *_args: Any, **_kwargs: Any) -> Any:
+            if cls in _pending:
+                _define(cls)
+            return object.__new__(cls)
+
     @property
     def kind(self) -> str:
         return type(self).__name__
@@ -63,7 +128,7 @@ class Remedy:
         return {"action": self.kind, **self._fields("intent")}
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class Intent(Remedy):
     """A kind a check may attach to its finding."""
 
@@ -73,7 +138,7 @@ class Intent(Remedy):
         return False
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class Action(Remedy):
     """A kind a plan's step may hold: what to change, independent of the package manager."""
 
@@ -81,18 +146,18 @@ class Action(Remedy):
 # --- kinds a check asks for and the planner carries out as given -------------------------------------
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class BlacklistNouveau(Intent, Action):
     """Keep the nouveau module from loading, so that the NVIDIA one can."""
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class LoadModule(Intent, Action):
     """Load a kernel module."""
     module: str = "nvidia"
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class RebuildDkms(Intent, Action):
     """Rebuild the driver's DKMS module for a kernel."""
     kernel: str
@@ -102,7 +167,7 @@ class RebuildDkms(Intent, Action):
     headers: bool | None = field(default=None, metadata=PLANNED)
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class InstallToolkit(Intent, Action):
     """A CUDA toolkit X.Y. A check may leave ``cuda`` None: the newest that compiles for every GPU and the
     (planned) driver runs; a plan's action always names it."""
@@ -111,28 +176,28 @@ class InstallToolkit(Intent, Action):
     reason: str = field(default="", metadata=ASKED)
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class InstallCudnn(Intent, Action):
     """Install cuDNN of a major version for a CUDA major."""
     version: int  # cuDNN major (9)
     cuda_major: int | None = None  # a check's None: the system toolkit's major; a plan's action always names it
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class InstallCudaCompat(Intent, Action):
     """Install the CUDA forward-compatibility package."""
     package: str  # cuda-compat-12-4, from compat/cuda.toml [[forward_compat]]
     cuda: str
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class InstallContainerToolkit(Intent, Action):
     """Install the NVIDIA Container Toolkit, or configure an engine for it."""
     engine: str  # docker | containerd | podman | cri-o
     install: bool = True  # False: installed, only the engine's configuration is missing
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class Manual(Intent, Action):
     """A remedy gpu-doctor will not automate: shown as text with the commands a person runs (as comments in a
     script)."""
@@ -144,7 +209,7 @@ class Manual(Intent, Action):
 # --- what a check asks for, which the planner turns into other actions --------------------------------
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class ReinstallFramework(Intent):
     """Replace a framework build in one environment with one that fits the machine.
 
@@ -163,7 +228,7 @@ class ReinstallFramework(Intent):
         return True
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class InstallDriverBranch(Intent):
     """Install an NVIDIA driver new (or old) enough.
 
@@ -184,7 +249,7 @@ class InstallDriverBranch(Intent):
     supported: bool = False  # the need is only "a supported branch": met by a driver step planned for another need
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class AttachGpu(Intent):
     """No NVIDIA GPU on the PCI bus: nothing else can help until one is attached (the plan's first step)."""
 
@@ -193,7 +258,7 @@ class AttachGpu(Intent):
         return True  # a person's step, in every format
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class ReloadDriver(Intent):
     """A newer user space than the loaded module: load the matching module (reboot), hold the packages."""
 
@@ -201,14 +266,14 @@ class ReloadDriver(Intent):
     userspace: str | None = None
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class UnsetEnvVar(Intent):
     """Unset an environment variable that gets in the way."""
     name: str
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class OnlyIfWanted(Intent):
     """Nothing needs changing for what runs here; ``text`` says when a person would still want it. A note in the
     plan, never a step."""
@@ -223,7 +288,7 @@ class OnlyIfWanted(Intent):
 # --- what only the planner decides --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class InstallDriver(Action):
     """Install one driver branch and flavour."""
     branch: int
@@ -236,7 +301,7 @@ class InstallDriver(Action):
     headers: bool | None = None  # False: the distribution has no headers package for ``kernel`` (a custom kernel)
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class ReinstallTorch(Action):
     """Reinstall torch from the index of the build the plan chose."""
     python: str
@@ -248,7 +313,7 @@ class ReinstallTorch(Action):
     companions: list[str] = field(default_factory=list)  # torchvision==0.20.1 … installed beside it: same index
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class PipInstall(Action):
     """Install requirements with pip (or their conda equivalents)."""
     python: str
@@ -259,20 +324,20 @@ class PipInstall(Action):
     cuda: str | None = None  # the CUDA the requirement brings (for conda's cuda-version)
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class HoldPackages(Action):
     """Keep the package manager from upgrading these packages."""
     names: list[str]
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class PinDriverBranch(Action):
     """Keep the package manager on one driver branch (apt preferences / dnf versionlock)."""
 
     branch: int
 
 
-@dataclass(frozen=True)
+@kind(frozen=True)
 class Reboot(Action):
     """Reboot, for a kernel module to load."""
     reason: str
