@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import field
 from pathlib import Path
+from typing import Protocol
 
 from doctor import children, safeio
 from doctor.model.records import dataclass
@@ -48,14 +49,48 @@ class CmdResult:
         return f"{cmd}: exit {self.returncode}" + (f": {tail[-1][:200]}" if tail else "")
 
 
-Runner = Callable[[Sequence[str], float, Mapping[str, str]], CmdResult]
+class Runner(Protocol):
+    """How a :class:`Host` runs a command: :func:`subprocess_runner`, or a test's fake."""
+
+    def __call__(self, argv: Sequence[str], timeout: float, env: Mapping[str, str],
+                 stdin: ChildInput | None = None) -> CmdResult: ...
+
+
+class ChildInput:
+    """A child's standard input that the parent fills *after* starting it, with what it learns meanwhile (the
+    NVML child starts before the loader's `ldconfig -p` has named the libcudnn it is to ask). The child reads to
+    end of file: :meth:`send` writes once and closes; :meth:`close` (always, in a ``finally``) closes both ends,
+    so that a child never waits for a parent that failed. Its pipe is not inherited by any other child."""
+
+    def __init__(self) -> None:
+        self.read_fd, self._write_fd = os.pipe()  # both close-on-exec; the child gets a dup of read_fd as fd 0
+
+    def send(self, text: str | None) -> None:
+        if self._write_fd < 0:
+            return
+        try:
+            if text:
+                os.write(self._write_fd, os.fsencode(text))  # a path: far below the pipe's buffer, never blocks
+        except OSError:  # the child is gone (killed at its timeout): it needs nothing more
+            pass
+        finally:
+            os.close(self._write_fd)
+            self._write_fd = -1
+
+    def close(self) -> None:
+        self.send(None)
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+            self.read_fd = -1
 
 
 OUTPUT_CAP = 16 * 1024 * 1024  # per stream; `nvidia-smi -q -x` on 8 GPUs prints ~300 kB
 
 
-def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> CmdResult:
-    """Run argv with a timeout and a cap on its output; never raises (except to let a signal unwind).
+def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str],
+                      stdin: ChildInput | None = None) -> CmdResult:
+    """Run argv with a timeout and a cap on its output; never raises (except to let a signal unwind). Its
+    standard input is empty, or ``stdin`` (see :class:`ChildInput`).
 
     The child gets its own process group so that on timeout the whole group is killed: a wrapper
     script whose grandchild hangs (holding our pipes open) cannot hang the doctor either. The group is
@@ -68,7 +103,7 @@ def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str
             args,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None or stdin.read_fd < 0 else stdin.read_fd,
             env=dict(env),
             start_new_session=True,
             preexec_fn=_die_with_parent,  # even a SIGKILLed doctor leaves none
@@ -450,8 +485,9 @@ class Host:
         """:func:`stream` with this host's environment (or ``env``): a long-running test child under a watchdog."""
         return stream(argv, self.env if env is None else env, silence, alive)
 
-    def run(self, argv: Sequence[str], timeout: float | None = None) -> CmdResult:
-        """Run a command of the inspected system (resolved on its PATH) under a timeout."""
+    def run(self, argv: Sequence[str], timeout: float | None = None, stdin: ChildInput | None = None) -> CmdResult:
+        """Run a command of the inspected system (resolved on its PATH) under a timeout; its standard input is
+        empty, or what the caller sends through ``stdin`` after it started."""
         exe = self.which(argv[0])
         if exe is None:
             return CmdResult(tuple(argv), None, error="not found")
@@ -464,7 +500,8 @@ class Host:
                                  "passed")
             limit = min(limit, left)
         real_argv = [str(self.path(exe)), *argv[1:]]
-        result = self.runner(real_argv, limit, self.env)
+        result = self.runner(real_argv, limit, self.env) if stdin is None else \
+            self.runner(real_argv, limit, self.env, stdin)
         error = result.error
         if cut and error and error.startswith("timed out"):
             error = f"stopped at the overall deadline ({self.budget:g}s)"

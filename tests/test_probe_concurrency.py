@@ -5,6 +5,7 @@ probes' child processes answer."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,3 +61,67 @@ def test_the_nvml_child_writes_what_json_would_without_importing_it() -> None:
     for value in ({"section": "nvml", "gpus": [gpu]}, {}, [], {"a": (1, "x")}, {"e": "\ud800\"\\\x01"},
                   {"big": 10**40, "neg": -0.0, "tiny": 1e-300}, {"nan": math.nan}, {"inf": -math.inf}, {1: "int key"}):
         assert dumps(value) == json.dumps(value)
+
+
+# --- the NVML child starts first and learns its libcudnn afterwards (issue 23) ----------------------------------
+
+def _fake_libcudnn(directory: Path, version: int) -> Path:
+    """A shared library answering cudnnGetVersion() as libcudnn 9 does, compiled here (cc, as the C fakes are)."""
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = directory / "cudnn.c"
+    src.write_text(f"#include <stddef.h>\nsize_t cudnnGetVersion(void) {{ return {version}; }}\n")
+    lib = directory / "libcudnn.so.9"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, timeout=120)
+    return lib
+
+
+def test_the_nvml_child_starts_before_the_loader_and_still_asks_the_libcudnn_it_finds(tmp_path: Path) -> None:
+    """The driver libraries' child starts before `ldconfig -p` runs (it is the slowest answer of every `check`);
+    the libcudnn the loader finds afterwards (here on LD_LIBRARY_PATH) reaches it on its standard input, and its
+    cudnnGetVersion() is a fact as before."""
+    import os
+
+    from doctor.host import subprocess_runner
+
+    lib = _fake_libcudnn(tmp_path, 90100)
+    started: list[str] = []
+
+    def recording(argv: Any, timeout: float, env: Any, stdin: Any = None) -> Any:
+        started.append(" ".join(argv))
+        return subprocess_runner(argv, timeout, env, stdin)
+
+    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path)}
+    facts = collect(Host(env=env, runner=recording))
+    native = next(i for i, a in enumerate(started) if "native_child.py" in a)
+    loader = next(i for i, a in enumerate(started) if a.endswith("ldconfig -p"))
+    assert native < loader
+    assert "--cudnn-stdin" in started[native]
+    assert facts.loader.libcudnn is not None and facts.loader.libcudnn.path == str(lib)
+    assert [c.version for c in facts.cudnn if c.location == f"{lib} (cudnnGetVersion)"] == ["9.1.0"]
+
+
+def test_the_nvml_child_waits_for_no_path_its_parent_never_sends() -> None:
+    """A parent that fails between starting the child and sending the path closes the pipe: the child answers
+    what NVML and libcuda said, asks no libcudnn, and ends at once instead of at its timeout."""
+    import time
+
+    from doctor.host import ChildInput
+    from doctor.probes.base import Recorder
+    from doctor.probes.native import run_native
+
+    later = ChildInput()
+    later.send(None)  # what the parent's `finally` does: the pipe closed with nothing in it
+    rec = Recorder()
+    began = time.monotonic()
+    try:
+        answer = run_native(Host(timeout=60.0), rec, None, later)
+    finally:
+        later.close()
+    assert time.monotonic() - began < 30  # well before its timeout, even on a loaded machine
+    assert answer is not None and "cudnn_version_int" not in answer and "cudnn_error" not in answer
+    assert [e.probe for e in rec.errors if e.probe == "native"] == []

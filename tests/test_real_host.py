@@ -183,7 +183,9 @@ def test_check_imports_nothing_of_its_own_after_the_probes_answer() -> None:
     modules = "print(sorted(m for m in sys.modules if m.startswith('doctor')))\n"
     check = ("import sys, io, contextlib\nfrom doctor.cli import main\n"
              "with contextlib.redirect_stdout(io.StringIO()):\n    main(['check'])\n" + modules)
-    warm = ("import sys\nimport doctor.cli, doctor.commands.check, doctor.probes\nfrom doctor import pipeline\n"
+    # the probes collect() imports itself once the NVML child has started, before any child answers
+    probes = "doctor.probes, doctor.probes.cuda, doctor.probes.driver, doctor.probes.hostinfo, doctor.probes.pyenvs"
+    warm = (f"import sys\nimport doctor.cli, doctor.commands.check, {probes}\nfrom doctor import pipeline\n"
             "pipeline.warm_up()\n" + modules)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     seen = [set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

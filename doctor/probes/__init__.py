@@ -10,12 +10,18 @@ import datetime as _dt
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from doctor.host import Host
-from doctor.model.facts import ENV_NAMES, Facts
-from doctor.probes import cuda, driver, hostinfo, pyenvs
+# distro (os-release, in the host probe) imports logging, whose fork hooks (os.register_at_fork) registered while a
+# probe thread forks a child break that child: it is imported here, before the first child starts.
+import distro  # noqa: F401  (imported for its side effect on the order, see above)
+
+from doctor.host import ChildInput, Host
+from doctor.probes import native as _native
 from doctor.probes.base import Recorder
+
+if TYPE_CHECKING:
+    from doctor.model.facts import Facts
 
 T = TypeVar("T")
 
@@ -49,6 +55,8 @@ class _Task(Generic[T]):
 
 
 def _quick_probes(host: Host, rec: Recorder, nvcc_cache: dict[str, str | None]) -> tuple[Any, Any, Any]:
+    from doctor.probes import cuda, driver, hostinfo  # imported by collect(), in the main thread
+
     return hostinfo.probe_host(host, rec), cuda.probe_toolkits(host, rec, nvcc_cache), driver.probe_driver_logs(host)
 
 
@@ -57,23 +65,29 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
     """The facts ``host`` reaches. ``meanwhile`` runs in this thread while the child processes answer (the caller's
     own start-up work, e.g. importing the checks: otherwise this thread would only wait)."""
     rec = Recorder()
-    nvcc_cache: dict[str, str | None] = {}
-    loader = cuda.probe_loader(host, rec, nvcc_cache)
-    targets = pyenvs.target_pythons(host, pythons or [], rec)
-    cudnn_path = loader.libcudnn.path if loader.libcudnn else None
     tasks: list[_Task[Any]] = []
 
     def start(fn: Callable[..., T], *args: Any) -> _Task[T]:
         tasks.append(_Task(fn, *args))
         return tasks[-1]
 
+    cudnn_later = ChildInput()  # the libcudnn the NVML child is to ask, once the loader has found it
     try:
-        # The two slowest first (each starts an interpreter): NVML and libcuda, and the Python environments.
-        native_t = start(driver.run_native, host, rec, cudnn_path)
+        # The slowest first: NVML and libcuda (a child interpreter) before anything else, even the imports of the
+        # other probes and of the facts model; and nvidia-smi, where NVML cannot list GPUs (no kernel module:
+        # nvidia-smi then adds the GPU list, and the driver's CUDA version when libcuda could not be asked).
+        native_t = start(_native.run_native, host, rec, None, cudnn_later)
+        smi_t = start(_native.smi_output, host) if _native.nvml_cannot_list(host) else None
+        # Imported while they start (in this thread: see hostinfo's distro above).
+        from doctor.model.facts import ENV_NAMES, Facts
+        from doctor.probes import cuda, driver, hostinfo, pyenvs  # noqa: F401  (hostinfo: for _quick_probes)
+
+        nvcc_cache: dict[str, str | None] = {}
+        loader = cuda.probe_loader(host, rec, nvcc_cache)
+        cudnn_later.send(loader.libcudnn.path if loader.libcudnn else None)
+        targets = pyenvs.target_pythons(host, pythons or [], rec)
+        # Then the other interpreters: the Python environments.
         env_ts = [start(pyenvs.probe_env, host, rec, exe, origin, deep, deep_timeout) for exe, origin in targets]
-        # nvidia-smi adds the GPU list when NVML gave none, and the driver's CUDA version when libcuda could not
-        # be asked. Where NVML cannot give one (no kernel module), it starts now rather than after NVML's answer.
-        smi_t = start(driver.smi_output, host) if driver.nvml_cannot_list(host) else None
         # The quick probes, one after another in one thread: each thread started costs this one a wait for the
         # interpreter's lock while the others run, and these end long before NVML's child does.
         quick_t = start(_quick_probes, host, rec, nvcc_cache)
@@ -87,6 +101,7 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
         envs = [t.result() for t in env_ts]
         toolkits = found_toolkits + cuda.pip_toolkits(envs)
     finally:  # as a pool would: no probe thread outlives the collection, even when one of them failed
+        cudnn_later.close()  # the NVML child never waits for a path this thread will not send
         for task in tasks:
             task.wait()
     # Which probes ran: a fact that is absent after its probe ran is "absent"; without it, "unknown"

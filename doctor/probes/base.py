@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from doctor.host import Host
-from doctor.model.facts import ProbeError
+from doctor.host import ChildInput, Host
 from doctor.safeio import InputError, load_json, package_data
+
+if TYPE_CHECKING:
+    from doctor.model.facts import ProbeError
 
 
 @dataclass
@@ -19,6 +21,8 @@ class Recorder:
     sources: dict[str, str] = field(default_factory=dict)
 
     def error(self, probe: str, reason: str) -> None:
+        from doctor.model.facts import ProbeError  # not at import: the first probes start before the facts model
+
         self.errors.append(ProbeError(probe=probe, reason=reason))
 
     def source(self, fact: str, source: str) -> None:
@@ -41,7 +45,7 @@ MARKER = "\n@@GPU-DOCTOR@@"
 
 def run_python_child(
     host: Host, python: str, script: str, args: list[str], timeout: float, probe: str, rec: Recorder,
-    own: bool = False,
+    own: bool = False, stdin: ChildInput | None = None,
 ) -> dict[str, Any] | None:
     """Run one of our scripts in an interpreter and merge the JSON sections it prints after the marker. ``own``:
     the interpreter is gpu-doctor's own (:func:`own_python`).
@@ -59,7 +63,7 @@ def run_python_child(
         argv = [python, "-S", "-c", source, *args]
     else:
         argv = [python, "-c", child_script(script), *args]
-    result = host.run(argv, timeout)
+    result = host.run(argv, timeout, stdin=stdin)
     merged: dict[str, Any] = {}
     sections = []
     for chunk in result.stdout.split(MARKER.strip())[1:]:

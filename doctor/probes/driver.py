@@ -8,7 +8,8 @@ from typing import Any
 from doctor import parsers
 from doctor.host import CmdResult, Host
 from doctor.model.facts import DriverInfo, Gpu, GpuProcess, LoaderInfo, MigDevice, Package, XidEvent
-from doctor.probes.base import Recorder, own_python, run_python_child
+from doctor.probes.base import Recorder
+from doctor.probes.native import smi_output
 from doctor.safeio import lazy_compile
 
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
@@ -16,15 +17,6 @@ _DRIVER_PREFIXES = (r"nvidia|libnvidia|libcuda|cuda-drivers|cuda-compat|xserver-
                     r"akmod-nvidia|xorg-x11-drv-nvidia|"
                     r"firmware-nvidia|linux-modules-nvidia|linux-objects-nvidia|cudnn|libcudnn|nvidia-container")
 DRIVER_PACKAGE = lazy_compile(f"^({_DRIVER_PREFIXES})")
-
-
-def run_native(host: Host, rec: Recorder, cudnn_path: str | None) -> dict[str, Any] | None:
-    """Ask NVML and libcuda in a child process (only on the running system)."""
-    if not host.live:
-        rec.error("native", "--root: the driver libraries of an inspected image are not called")
-        return None
-    args = ["--cudnn", cudnn_path] if cudnn_path else []
-    return run_python_child(host, own_python(), "native_child.py", args, host.timeout, "native", rec, own=True)
 
 
 Logs = tuple[list[Package], list[XidEvent], Recorder]
@@ -292,23 +284,6 @@ def _xids(host: Host, rec: Recorder) -> list[XidEvent]:
 
 
 # --- GPUs -------------------------------------------------------------------------------------
-
-
-SMI_ARGV = ("nvidia-smi", "-q", "-x")
-
-
-def nvml_cannot_list(host: Host) -> bool:
-    """Whether NVML is sure to list no GPU here, so that nvidia-smi's answer will be needed: a live host whose
-    kernel module is not loaded (no /proc/driver/nvidia) outside WSL (where NVML works through dxgkrnl)."""
-    return (host.live and not host.exists("/proc/driver/nvidia/version") and not host.exists("/usr/lib/wsl/lib")
-            and host.which("nvidia-smi") is not None)
-
-
-def smi_output(host: Host) -> CmdResult | None:
-    """What `nvidia-smi -q -x` printed; None when there is no nvidia-smi."""
-    if host.which("nvidia-smi") is None:
-        return None
-    return host.run(list(SMI_ARGV))
 
 
 def run_smi(host: Host, rec: Recorder, result: CmdResult | None = None) -> dict[str, Any] | None:
