@@ -12,12 +12,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-# distro (os-release, in the host probe) imports logging, whose fork hooks (os.register_at_fork) registered while a
-# probe thread forks a child break that child: it is imported here, before the first child starts.
-import distro  # noqa: F401  (imported for its side effect on the order, see above)
-
 from doctor.host import ChildInput, Host
 from doctor.probes import native as _native
+from doctor.probes import osrelease
 from doctor.probes.base import Recorder
 
 if TYPE_CHECKING:
@@ -54,10 +51,12 @@ class _Task(Generic[T]):
         return self._value  # type: ignore[return-value]  # no error: _run stored what fn returned, a T
 
 
-def _quick_probes(host: Host, rec: Recorder, nvcc_cache: dict[str, str | None]) -> tuple[Any, Any, Any]:
+def _quick_probes(host: Host, rec: Recorder, nvcc_cache: dict[str, str | None],
+                  os_release: dict[str, str | None] | None) -> tuple[Any, Any, Any]:
     from doctor.probes import cuda, driver, hostinfo  # imported by collect(), in the main thread
 
-    return hostinfo.probe_host(host, rec), cuda.probe_toolkits(host, rec, nvcc_cache), driver.probe_driver_logs(host)
+    return (hostinfo.probe_host(host, rec, os_release), cuda.probe_toolkits(host, rec, nvcc_cache),
+            driver.probe_driver_logs(host))
 
 
 def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, deep_timeout: float = 60.0,
@@ -71,6 +70,11 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
         tasks.append(_Task(fn, *args))
         return tasks[-1]
 
+    os_release = osrelease.read(host)
+    if os_release is None:
+        # Only distro can read it here. distro imports logging, whose fork hooks (os.register_at_fork) registered
+        # while a probe thread forks a child break that child: it is imported now, before the first child starts.
+        import distro  # noqa: F401  (imported for that order; the host probe uses it)
     cudnn_later = ChildInput()  # the libcudnn the NVML child is to ask, once the loader has found it
     try:
         # The slowest first: NVML and libcuda (a child interpreter) before anything else, even the imports of the
@@ -90,7 +94,7 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
         env_ts = [start(pyenvs.probe_env, host, rec, exe, origin, deep, deep_timeout) for exe, origin in targets]
         # The quick probes, one after another in one thread: each thread started costs this one a wait for the
         # interpreter's lock while the others run, and these end long before NVML's child does.
-        quick_t = start(_quick_probes, host, rec, nvcc_cache)
+        quick_t = start(_quick_probes, host, rec, nvcc_cache, os_release)
         if meanwhile is not None:
             meanwhile()
         native = native_t.result()

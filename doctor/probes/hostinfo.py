@@ -5,19 +5,19 @@ from __future__ import annotations
 import os
 import re
 
-# Imported here, in the thread that imports the probes, never first inside a probe thread: distro imports logging,
-# whose fork hooks (os.register_at_fork) registered while another probe thread forks a child break that child.
-import distro
-
 from doctor import parsers
 from doctor.host import Host
 from doctor.model.facts import ContainerToolkit, HostInfo
+from doctor.probes import osrelease
 from doctor.probes.base import Recorder
 from doctor.safeio import InputError, load_json
 
+_UNREAD: dict[str, str | None] = {"unread": None}  # probe_host's default: os-release not read yet
 
-def probe_host(host: Host, rec: Recorder) -> HostInfo:
-    osr = _os_release(host, rec)
+
+def probe_host(host: Host, rec: Recorder, os_release: dict[str, str | None] | None = _UNREAD) -> HostInfo:
+    """``os_release``: what :func:`doctor.probes.osrelease.read` answered, when the caller read it already."""
+    osr = _os_release(host, rec, osrelease.read(host) if os_release is _UNREAD else os_release)
     container = detect_container(host)
     return HostInfo(
         os_id=osr.get("ID"),
@@ -33,12 +33,20 @@ def probe_host(host: Host, rec: Recorder) -> HostInfo:
     )
 
 
-def _os_release(host: Host, rec: Recorder) -> dict[str, str | None]:
+def _os_release(host: Host, rec: Recorder, read: dict[str, str | None] | None) -> dict[str, str | None]:
     # os-release is the one file every current distribution ships; distro's other sources
     # (lsb_release, uname) would add subprocesses, so they are off. root_dir is distro's own seam.
     if not (host.exists("/etc/os-release") or host.exists("/usr/lib/os-release")):
         rec.error("host", "no /etc/os-release or /usr/lib/os-release")
         return {}
+    if read is not None:  # distro's answer, read without importing it (doctor.probes.osrelease)
+        rec.source("host.os_id", "file:/etc/os-release")
+        return read
+    # Only where distro alone can answer. It imports logging, whose fork hooks (os.register_at_fork) registered
+    # while another probe thread forks a child break that child: probes.collect imports it first, in its own
+    # thread, before any child starts, whenever osrelease.read answered None.
+    import distro
+
     try:
         info = distro.LinuxDistribution(
             include_lsb=False,
