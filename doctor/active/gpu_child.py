@@ -179,7 +179,7 @@ def same_bytes(a: int, b: int, size: int) -> bool:
     MiB at a time. Never a copy of the whole buffer (two 256 MiB bytes objects cost the smoke test ~0.3 s)."""
     memcmp = _memcmp()
     if memcmp is not None:
-        return memcmp(a, b, size) == 0
+        return int(memcmp(a, b, size)) == 0
     for off in range(0, size, COMPARE_CHUNK):
         n = min(COMPARE_CHUNK, size - off)
         if ctypes.string_at(a + off, n) != ctypes.string_at(b + off, n):
