@@ -177,6 +177,10 @@ def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
                 continue
             if p.name in ("torch", "tensorflow", "tf-nightly", "jaxlib", "jax") or p.name.startswith("cupy"):
                 cuda = p.cuda if "." in p.cuda else f"{p.cuda}.0"
+                # --deep asked the runtime itself (CuPy's runtimeGetVersion()): the wheel's name gives the major only.
+                deep = p.deep.cuda if p.deep and p.deep.cuda and not p.deep.error else None
+                if deep and "." in deep and _vt(deep)[:1] == _vt(cuda)[:1]:
+                    cuda = deep
                 out.append((f"{p.name} {p.version}" if p.version else p.name, cuda, "framework"))
     return out
 

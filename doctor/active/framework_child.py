@@ -203,6 +203,7 @@ def test_cupy(out: "Out") -> None:
     out["device_count"] = cupy.cuda.runtime.getDeviceCount()
     out["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
     out["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+    out["cuda"] = str(out["cuda_runtime"])  # 13020: the record decodes it (doctor.model.versions.cuda_version)
     step("cuBLAS matrix product vs NumPy")
     a, b = inputs()
     out["matmul"] = compare(cupy.asnumpy(cupy.asarray(a) @ cupy.asarray(b)), a @ b)

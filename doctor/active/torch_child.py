@@ -225,7 +225,8 @@ def test_allreduce(out: "Out", max_mib: int = 256, timeout: float = 60.0) -> Non
 
     if not dist.is_nccl_available():
         raise RuntimeError("this torch build has no NCCL (torch.distributed.is_nccl_available() is False)")
-    out["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+    version = torch.cuda.nccl.version()  # (2, 28, 9); older torch answers NCCL_VERSION_CODE (2708): decoded later
+    out["nccl"] = ".".join(str(v) for v in version) if isinstance(version, (tuple, list)) else str(version)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

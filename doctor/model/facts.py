@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union, overload
 if TYPE_CHECKING:  # the active tests' facts are read only from a snapshot that has them (see _hints)
     from doctor.model.facts_active import ActiveFacts
 from doctor.model.records import dataclass
-from doctor.model.versions import cudnn_version
+from doctor.model.versions import cuda_version, cudnn_version
 from doctor.safeio import InputError, load_json, package_data
 
 FACTS_SCHEMA = "gpu-doctor.facts/v1"
@@ -180,10 +180,12 @@ class DeepResult:
     arch_list: list[str] | None = None
 
     def __post_init__(self) -> None:
-        # One representation of a cuDNN version: torch answers an integer (92400), and a snapshot of an
-        # earlier release may hold it undecoded.
+        # One representation of a version: torch answers cuDNN as an integer (92400), CuPy its CUDA runtime
+        # (13020), and a snapshot of an earlier release may hold either undecoded.
         if self.cudnn is not None:
             object.__setattr__(self, "cudnn", cudnn_version(self.cudnn))
+        if self.cuda is not None:
+            object.__setattr__(self, "cuda", cuda_version(self.cuda))
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,10 @@ class PyPackage:
     arch_list: list[str] | None = None
     loaded_libraries: list[str] | None = None
     deep: DeepResult | None = None
+
+    def __post_init__(self) -> None:
+        if self.cuda is not None:  # one representation of a CUDA version (13020 -> 13.2), as DeepResult's
+            object.__setattr__(self, "cuda", cuda_version(self.cuda))
 
 
 @dataclass(frozen=True)
