@@ -24,7 +24,7 @@ import posixpath
 from dataclasses import field
 from typing import Any, Generic, TypeVar
 
-from doctor.model.facts import Facts, Gpu, LibRef, Toolkit
+from doctor.model.facts import Cudnn, Facts, Gpu, LibRef, Toolkit
 from doctor.model.findings import Evidence
 from doctor.model.records import dataclass
 from doctor.model.report import live_probed as live_probed  # the one rule, in the model (renderers read it)
@@ -183,6 +183,18 @@ def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
                     cuda = deep
                 out.append((f"{p.name} {p.version}" if p.version else p.name, cuda, "framework"))
     return out
+
+
+def cudnn_by_version(facts: Facts, sources: tuple[str, ...] | None = None) -> list[tuple[str, list[Cudnn]]]:
+    """Each cuDNN version found (of those ``sources``: header, library, pip, conda, image), once, with every place
+    it was found, in the order first found. One cuDNN package puts its version in two headers and two or three
+    library names (Ubuntu's libcudnn9-dev: cudnn_version.h, cudnn_version_v9.h, libcudnn.so.9.14.0), and a check
+    judges the version, not each file: one verdict per version, naming all of them."""
+    out: dict[str, list[Cudnn]] = {}
+    for c in facts.cudnn:
+        if c.version and (sources is None or c.source in sources):
+            out.setdefault(c.version, []).append(c)
+    return list(out.items())
 
 
 def _ev(facts: Facts, path: str, value: Any) -> Evidence:

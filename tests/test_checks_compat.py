@@ -714,3 +714,27 @@ DOC_EXAMPLES = {
     "image.min_host_driver": ("`check --static` on an image with torch cu124 and CUDA 12.4 (static only)", make_facts(
         gpus=[], toolkits=toolkits_of("12.4.1"))),
 }
+
+
+@pytest.mark.parametrize(("severity", "cuda"), [("ok", "13.0.0"), ("warn", "11.8.0")])
+def test_one_cudnn_in_many_places_is_one_verdict_per_toolkit_version(severity: str, cuda: str) -> None:
+    """As on the lent H100 (Ubuntu's cuDNN package): two headers and three library names, and the same CUDA
+    found at two roots: one verdict naming every place, not 5 x 2."""
+    places = [Cudnn("9.17.0", "/usr/include/x86_64-linux-gnu/cudnn_version.h", "header"),
+              Cudnn("9.17.0", "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h", "header"),
+              Cudnn("9.17.0", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.17.0", "library"),
+              Cudnn("9.17.0", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9 (cudnnGetVersion)", "library"),
+              Cudnn("8.9.5", "/opt/cudnn8/include/cudnn_version.h", "header"),
+              Cudnn("9.17.0", "/venv/bin/python [nvidia-cudnn-cu12]", "pip")]
+    facts = make_facts(cudnn=places, toolkits=[toolkit(cuda), toolkit(cuda, "/opt/cuda")])
+    _status, findings = outcome(facts, "cudnn.cuda_mismatch")
+    by_version = {f.title.split()[1]: f for f in findings}
+    assert sorted(by_version) == ["8.9.5", "9.17.0"] and len(findings) == 2
+    f = by_version["9.17.0"]
+    assert f.severity == severity
+    assert [e.value for e in f.evidence if e.fact == "cudnn"] == [f"9.17.0 ({c.location})" for c in places[:4]]
+    assert [e.value for e in f.evidence if e.fact == "toolkits"] == [f"{cuda} /usr/local/cuda-{cuda[:4]}",
+                                                                     f"{cuda} /opt/cuda"]
+    (found,) = run_check(facts, "cudnn.missing").findings
+    assert found.title == ("cuDNN found: 9.17.0 (header: /usr/include/x86_64-linux-gnu/cudnn_version.h and 4 more), "
+                           "8.9.5 (header: /opt/cudnn8/include/cudnn_version.h)")

@@ -14,7 +14,7 @@ from doctor.beliefs import runtimes
 from doctor.checks import require_cuda as rc
 from doctor.checks.common import ev, finding, label, ok
 from doctor.matrix import Matrix, Row, Verdict, branch, cuda_in, driver_meets, driver_runs_cuda, major_minor, vtuple
-from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv
+from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv, Toolkit
 from doctor.model.findings import Evidence, Finding, value_text
 from doctor.model.intents import (
     InstallCudaCompat,
@@ -692,24 +692,30 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
 @check("cudnn.cuda_mismatch", "cuDNN", "Each system cuDNN supports the installed CUDA toolkit.", static=True)
 def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     m = _matrix(ctx)
-    system = [c for c in facts.cudnn if c.source in ("header", "library") and c.version]
-    toolkits = [t for t in facts.toolkits if t.version and t.source != "pip"]
+    system = beliefs.cudnn_by_version(facts, ("header", "library"))
+    # One verdict per (cuDNN version, CUDA major.minor): the same toolkit may be found under two roots too.
+    toolkits: dict[str, list[Toolkit]] = {}
+    for t in facts.toolkits:
+        if t.version and t.source != "pip":
+            toolkits.setdefault(major_minor(t.version) or t.version, []).append(t)
     if not system or not toolkits:
         raise NotApplicable("needs a system cuDNN and a system CUDA toolkit")
-    for c in system:
-        if len(vtuple(c.version)) < 2:
+    for version, places in system:
+        if len(vtuple(version)) < 2:
             continue  # "8" (from cudnn64_8.dll) cannot be placed among the 8.x rows
-        row = m.cudnn(c.version or "")
+        row = m.cudnn(version)
         if not row:
             continue
-        for t in toolkits:
-            evidence = [Evidence("cudnn", f"{c.version} ({c.location})", c.source),
-                        Evidence("toolkits", f"{t.version} {t.root}", t.source), *row_evidence([row], "cudnn")]
-            if any(cuda_in(t.version or "", spec) for spec in row.get("cuda", [])):
-                yield ok("cudnn.cuda_mismatch", f"cuDNN {c.version} supports CUDA {major_minor(t.version)}", *evidence)
+        for cuda, roots in toolkits.items():
+            evidence = [*(Evidence("cudnn", f"{version} ({c.location})", c.source) for c in places),
+                        *(Evidence("toolkits", f"{t.version} {t.root}", t.source) for t in roots),
+                        *row_evidence([row], "cudnn")]
+            if any(cuda_in(roots[0].version or "", spec) for spec in row.get("cuda", [])):
+                yield ok("cudnn.cuda_mismatch", f"cuDNN {version} supports CUDA {cuda}", *evidence)
             else:
+                t = roots[0]
                 yield finding("cudnn.cuda_mismatch", "warn",
-                              f"cuDNN {c.version} does not list CUDA {major_minor(t.version)} as supported "
+                              f"cuDNN {version} does not list CUDA {cuda} as supported "
                               f"(it supports {', '.join(row.get('cuda', []))})",
                               "A cuDNN built for another CUDA major fails to load its CUDA libraries, or mixes "
                               "two CUDA runtimes in one process.", evidence,
