@@ -316,7 +316,8 @@ def _module_loaded(facts: Facts, texts: tuple[str, ...]) -> Belief:
     if gpus:
         yes.append((f"{len(gpus)} GPU(s) enumerated", Evidence("gpus", [g.name for g in gpus], gpus[0].source)))
     if _cuinit_ok(facts):
-        yes.append(("cuInit succeeded", _ev(facts, "driver.cuda_init_error", None)))
+        # The error fact is recorded and empty: shown as "unknown" it would say the opposite of what it proves.
+        yes.append(("cuInit succeeded", _ev(facts, "driver.cuda_init_error", "none (cuInit returned CUDA_SUCCESS)")))
     if deep_sees_gpu(facts):
         yes.append(("a framework sees a GPU", Evidence("python_envs.packages.deep", True, "deep")))
     if yes:

@@ -340,6 +340,11 @@ class Host:
             self.note(f"{logical}: output truncated at {safeio.megabytes(limit)} (the rest was not read)")
         return data
 
+    def read_head(self, logical: str, size: int) -> bytes:
+        """The first ``size`` bytes of a file, read on purpose (is this a script? which format?): the rest is not
+        wanted, so nothing is noted as truncated. Raises OSError like read_text."""
+        return safeio.read_file(self.path(logical), size)[0]
+
     def iter_blocks(self, logical: str, limit: int, size: int = 1 << 20) -> Iterator[bytes]:
         """A (large) file in blocks of ``size`` bytes, up to ``limit`` bytes; raises OSError like read_text.
         Blocks, not lines: the caller scans each block with one regular expression, in C, not line by line."""

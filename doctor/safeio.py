@@ -74,7 +74,10 @@ class InputError(ValueError):
 
 
 def megabytes(n: int) -> str:
-    return f"{n / MB:g} MB"
+    """A read limit in words: "4 MB", and below a megabyte "4 KiB" or "512 bytes" (not "0.00390625 MB")."""
+    if n >= MB:
+        return f"{n / MB:g} MB"
+    return f"{n / 1024:g} KiB" if n >= 1024 else f"{n} bytes"
 
 
 # --- opening and reading ----------------------------------------------------------------------------
