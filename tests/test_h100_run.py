@@ -296,3 +296,18 @@ def test_the_batch_probe_table_shows_every_try(capsys: pytest.CaptureFixture[str
         (1, "fits"), (2, "fits"), (4, "fits"), (8, "fits"), (16, "fits"), (32, "fits"), (64, "fits"), (128, "fits"),
         (256, "fits"), (512, "OOM"), (384, "OOM"), (320, "OOM"), (288, "fits"), (304, "fits"), (312, "OOM"),
         (308, "fits"), (310, "OOM"), (309, "fits")]
+
+
+def test_nvml_and_nvidia_smi_give_the_h100_the_same_gpu_facts() -> None:
+    """Where NVML is missing the probe reads nvidia-smi -q -x instead: the same GPU must come out the same. The
+    H100's device id was 0x233010DE from NVML and 233010DE from nvidia-smi; one representation now."""
+    from doctor.model.facts import load_facts
+    from doctor.probes.driver import _gpu
+
+    (nvml,) = load_facts(out("04-snapshot")).gpus
+    (smi,) = [_gpu(g) for g in parse_nvidia_smi_xml(out("05-nvidia-smi-q-x"))["gpus"]]
+    assert nvml.pci_device_id == smi.pci_device_id == "0x233010DE"
+    same = ("name", "uuid", "pci_bus_id", "memory_total_mib", "mig_mode", "persistence_mode", "ecc_uncorrected",
+            "remapped_rows_pending", "pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max",
+            "throttle_reasons", "processes", "mig_devices")
+    assert {k: getattr(smi, k) for k in same} == {k: getattr(nvml, k) for k in same}
