@@ -138,7 +138,7 @@ class Gpu:
         # One representation of the PCI device id, whichever source gave it: NVML and sysfs give 0x233010DE,
         # nvidia-smi -q -x 233010DE (the H100 of issue 24 had both, in one report and its nvidia-smi).
         d = self.pci_device_id
-        if d is not None and len(d) in (8, 10) and d[:-8] in ("", "0x", "0X") \
+        if isinstance(d, str) and len(d) in (8, 10) and d[:-8] in ("", "0x", "0X") \
                 and all(c in "0123456789abcdefABCDEF" for c in d[-8:]):
             object.__setattr__(self, "pci_device_id", "0x" + d[-8:].upper())
 
