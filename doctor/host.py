@@ -334,16 +334,18 @@ class Host:
         except (OSError, ValueError):
             return None
 
+    def read_head(self, logical: str, size: int) -> bytes:
+        """The first ``size`` bytes of a file (to tell what kind of file it is: a script's first lines, a magic
+        number); a longer file is what is expected, not a truncation, so nothing is noted. Raises OSError like
+        read_text."""
+        data, _more = safeio.read_file(self.path(logical), size)
+        return data
+
     def read_bytes(self, logical: str, limit: int = MAX_READ) -> bytes:
         data, more = safeio.read_file(self.path(logical), limit)
         if more:
             self.note(f"{logical}: output truncated at {safeio.megabytes(limit)} (the rest was not read)")
         return data
-
-    def read_head(self, logical: str, size: int) -> bytes:
-        """The first ``size`` bytes of a file, read on purpose (is this a script? which format?): the rest is not
-        wanted, so nothing is noted as truncated. Raises OSError like read_text."""
-        return safeio.read_file(self.path(logical), size)[0]
 
     def iter_blocks(self, logical: str, limit: int, size: int = 1 << 20) -> Iterator[bytes]:
         """A (large) file in blocks of ``size`` bytes, up to ``limit`` bytes; raises OSError like read_text.

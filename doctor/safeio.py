@@ -74,10 +74,10 @@ class InputError(ValueError):
 
 
 def megabytes(n: int) -> str:
-    """A read limit in words: "4 MB", and below a megabyte "4 KiB" or "512 bytes" (not "0.00390625 MB")."""
-    if n >= MB:
-        return f"{n / MB:g} MB"
-    return f"{n / 1024:g} KiB" if n >= 1024 else f"{n} bytes"
+    """A size limit as a person reads it: "64 MB", "1.5 MB"; below a megabyte in KiB ("4 KiB", not "0.0039 MB")."""
+    if n < MB:
+        return f"{n / 1024:g} KiB"
+    return f"{n / MB:g} MB"
 
 
 # --- opening and reading ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ every assertion compares the probe's answer with a configured truth.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from doctor.active import gpu_child
 from doctor.active.events import Log, Outcome, Progress, last_outcome
 from doctor.active.gpu import Options, smoke_events
 from doctor.pipeline import judged
@@ -203,6 +205,30 @@ def test_silent_corruption_fails_wrong_results(fake_driver: Path) -> None:
     assert codes(out, "gpu.wrong_results") == [
         ("fail", f"GPU 0 ({A100}): the saxpy kernel returned 1 wrong element(s) of 1,048,576 (element 5: 51 instead "
                  "of 50)")]
+
+
+def test_a_copy_kernel_that_corrupts_one_element_fails(fake_driver: Path) -> None:
+    # the copy's output is compared byte for byte with what was copied in (memcmp, no 256 MiB copies of it)
+    out = smoke(fake_driver, FAKE_CUDA_WRONG=3, FAKE_CUDA_FAULT_KERNEL="copy_v4")
+    assert gpu0(out)["device_copy_intact"] is False and gpu0(out)["roundtrip_intact"] is True
+    assert codes(out, "gpu.wrong_results") == [
+        ("fail", f"GPU 0 ({A100}): the copy kernel's output differs from its input")]
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_same_bytes_finds_one_changed_byte_anywhere_with_or_without_memcmp(
+        where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    size = 3 * gpu_child.COMPARE_CHUNK + 5  # not a whole number of chunks
+    a, b = ctypes.create_string_buffer(size), ctypes.create_string_buffer(size)
+    ctypes.memset(a, 7, size)
+    ctypes.memset(b, 7, size)
+    pa, pb = ctypes.addressof(a), ctypes.addressof(b)
+    assert gpu_child.same_bytes(pa, pb, size)
+    b[{"first": 0, "middle": size // 2, "last": size - 1}[where]] = b"\x08"
+    assert not gpu_child.same_bytes(pa, pb, size)
+    monkeypatch.setattr(gpu_child, "_memcmp", lambda: None)  # a libc without memcmp: chunk by chunk
+    assert not gpu_child.same_bytes(pa, pb, size)
+    assert gpu_child.same_bytes(pa, pa, size)
 
 
 @pytest.mark.parametrize(("init", "code", "name"), [
