@@ -738,3 +738,27 @@ def test_one_cudnn_in_many_places_is_one_verdict_per_toolkit_version(severity: s
     (found,) = run_check(facts, "cudnn.missing").findings
     assert found.title == ("cuDNN found: 9.17.0 (header: /usr/include/x86_64-linux-gnu/cudnn_version.h and 4 more), "
                            "8.9.5 (header: /opt/cudnn8/include/cudnn_version.h)")
+
+
+@pytest.mark.parametrize(("report", "gpus"), [("vllm-12189-8x-a100-torch2.4.0-cu121.txt", 8),
+                                              ("vllm-18467-vllm-format-4x-rtx2080ti-torch2.5.1-cu124.txt", 4),
+                                              ("pytorch-30071-torch1.3.1-8x-titan-xp-driver410.txt", 8)])
+def test_a_node_of_identical_gpus_gets_one_verdict_per_model(report: str, gpus: int) -> None:
+    """Real collect_env reports of 8x A100, 4x RTX 2080 Ti, 8x TITAN Xp: what a driver, a toolkit or a torch build
+    supports is the model's, so each rule says it once, naming every GPU (it said it 8 times on an 8-GPU node)."""
+    from conftest import DATA
+
+    from doctor import collect_env
+    from doctor.pipeline import diagnose
+
+    facts = collect_env.parse((DATA / "collect_env" / report).read_text())
+    assert len(facts.gpus) == gpus and len({g.name for g in facts.gpus}) == 1
+    findings = diagnose(facts).findings
+    said = [(f.code, f.severity, f.title) for f in findings]
+    assert [s for s in said if said.count(s) > 1] == []
+    per_model = [f for f in findings if f.code in ("driver.too_old_for_gpu", "driver.gpu_unsupported_by_driver",
+                                                   "toolkit.gpu_arch_unsupported", "framework.arch_unsupported")]
+    assert per_model
+    for f in per_model:
+        named = {e.fact.split(".")[0] for e in f.evidence if e.fact.startswith("gpus[")}
+        assert named == {f"gpus[{i}]" for i in range(gpus)}, (f.code, named)

@@ -54,6 +54,16 @@ def _gpus(facts: Facts) -> list[Gpu]:
     return [g for g in facts.gpus if g.source != "pci"]
 
 
+def _models(gpus: list[Gpu]) -> list[list[Gpu]]:
+    """The GPUs grouped by model (name and compute capability), in the order first seen. What a driver, a
+    toolkit or a framework build supports is a property of the model: an 8-GPU node gets one verdict per
+    model, naming all its GPUs, not eight identical ones."""
+    out: dict[tuple[str | None, str | None], list[Gpu]] = {}
+    for g in gpus:
+        out.setdefault((g.name, g.compute_capability), []).append(g)
+    return list(out.values())
+
+
 def _segment(m: Matrix, facts: Facts) -> str | None:
     """The GPU segment that decides forward-compatibility eligibility (the least eligible GPU wins)."""
     segs = [(m.gpu(g.name) or {}).get("segment") for g in _gpus(facts)]
@@ -207,12 +217,13 @@ def _gpus_with_arch(facts: Facts, ctx: Context) -> Iterator[tuple[Gpu, Row, str,
             raise Skip(f"WSL: Windows driver {drv} is not between two known Windows releases of one branch in "
                        "NVIDIA's tables, so its branch is unknown")
         drv = str(b)
-    for g in gpus:
+    for same in _models(gpus):
+        g = same[0]
         row, arch = m.gpu_for_facts(g.name, g.compute_capability)
         if arch:
             yield g, arch, drv, [ev(facts, "driver.kernel_module" if facts.driver.kernel_module else
                                     "driver.userspace"), ev(facts, "driver.module_flavor"),
-                                 Evidence(f"gpus[{g.index}].name", g.name, g.source),
+                                 *(Evidence(f"gpus[{x.index}].name", x.name, x.source) for x in same),
                                  *row_evidence([r for r in (row, arch) if r])]
 
 
@@ -333,11 +344,12 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
             yield from found
             continue
         done = True
-        for g in gpus:
+        for same in _models(gpus):
+            g = same[0]
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
             if not cc:
                 continue  # never: the GPUs were chosen for a known compute capability
-            evidence = [_cc_evidence(g, cc),
+            evidence = [*(_cc_evidence(x, cc) for x in same),
                         Evidence("python_envs.packages",
                                  f"{label(pkg)} arch list {value_text(sass)}, PTX {value_text(ptx)}",
                                  "deep" if pkg.arch_list else "compat/pytorch.toml"),
@@ -386,7 +398,8 @@ def _arch_unknown(facts: Facts, m: Matrix, pkg: PyPackage, gpus: list[Gpu], exe:
     if not known:
         return
     builds = f"PyTorch build for CUDA {major[0]}.x" if major else "PyTorch build of any release"
-    for g in gpus:
+    for same in _models(gpus):
+        g = same[0]
         cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
         if not cc or any(_supports(cc, v["arch_list"], v.get("ptx")) for v in known):
             continue
@@ -396,7 +409,7 @@ def _arch_unknown(facts: Facts, m: Matrix, pkg: PyPackage, gpus: list[Gpu], exe:
                       f"This build's arch list is not in the matrix, but no {builds} that "
                       f"the matrix knows carries code for sm_{cc.replace('.', '')} (the oldest target among them is "
                       f"sm_{oldest.replace('.', '')}); `gpu-doctor check --deep` reads the real list.",
-                      [_cc_evidence(g, cc),
+                      [*(_cc_evidence(x, cc) for x in same),
                        Evidence("python_envs.packages", f"{label(pkg)} cuda={pkg.cuda}")],
                       fix="Confirm with `gpu-doctor check --deep`; an older PyTorch release (or a CUDA 11 build) may "
                           "still support this GPU (`gpu-doctor matrix gpu NAME`).")
@@ -454,11 +467,12 @@ def toolkit_arch(facts: Facts, ctx: Context) -> Iterator[Finding]:
         if not row:
             continue
         sms = row.get("sm", [])
-        for g in gpus:
+        for same in _models(gpus):
+            g = same[0]
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
             if not cc:
                 continue
-            evidence = [_cc_evidence(g, cc),
+            evidence = [*(_cc_evidence(x, cc) for x in same),
                         Evidence("toolkits", f"{t.version} {t.root}", t.source), *row_evidence([row], "sm_support")]
             if cc in sms:
                 yield ok("toolkit.gpu_arch_unsupported", f"CUDA {major_minor(t.version)} compiles for {g.name} "
