@@ -367,3 +367,20 @@ def test_one_cudnn_reached_by_several_names_is_found_once(tmp_path: Path, clean_
     _code, out = run_cli(["check", "--facts", str(snap), "--json"], capsys)
     verdicts = [f["title"] for f in json.loads(out)["findings"] if f["code"] == "cudnn.cuda_mismatch"]
     assert verdicts == ["cuDNN 9.24.0 supports CUDA 12.2"]
+
+
+@pytest.mark.parametrize(("name", "source"), [("healthy-a100-host", "cmd:nvidia-smi -q -x"),
+                                              ("gpu-without-driver", "file:/sys/bus/pci/devices")])
+def test_the_gpu_list_is_credited_to_the_probe_that_gave_it(name: str, source: str, tmp_path: Path,
+                                                            clean_env: None) -> None:
+    """The PCI bus is scanned on every run (to count the GPUs on it); on the H100 that scan's source replaced the
+    GPU list's ("gpus": "file:/sys/bus/pci/devices" while every GPU came from NVML)."""
+    files = SCENARIOS[name][0]
+    root = build(tmp_path / "root", {**BASE, **files})
+    snap = tmp_path / "facts.json"
+    assert main(["snapshot", "--root", str(root), "-o", str(snap)]) == 0
+    facts = json.loads(snap.read_text())
+    kind = "nvidia-smi" if source.startswith("cmd") else "pci"
+    assert facts["gpus"] and {g["source"] for g in facts["gpus"]} == {kind}
+    assert facts["sources"]["gpus"] == source
+    assert facts["sources"]["host.pci_nvidia_gpus"] == "file:/sys/bus/pci/devices"
