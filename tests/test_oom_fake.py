@@ -113,7 +113,7 @@ def test_refuses_when_another_process_computes_and_allocates_nothing(
     out = oom(fake_driver, FAKE_NVML_GPU0_PROCS=f"{trainer.pid}:1000", FAKE_CUDA_LOG=log)
     f = finding(out, "oom.refused")
     assert (f.severity, f.title) == ("warn", f"GPU 0 ({A100}): the OOM probe did not run: sleep (pid {trainer.pid}, "
-                                             "1,000 MiB) use(s) this GPU")
+                                             "1,000 MiB) uses this GPU")
     assert f.fix is not None and "--force" in f.fix.summary
     assert not log.exists() or "ctx_create" not in log.read_text()
 
