@@ -116,6 +116,9 @@ def test_progress_comes_as_events_ending_in_one_outcome(fake_driver: Path) -> No
     fractions = [e.fraction for e in events if isinstance(e, Progress) and e.fraction is not None]
     assert fractions == sorted(fractions)
     assert fractions[0] >= 0 and fractions[-1] < 1
+    # one share per step: the last step ("releasing …") starts at 7/8, not at 78 % as when 9 steps were counted
+    n = gpu_child.STEPS["smoke"][1]
+    assert sorted(set(fractions)) == [round(k / n, 4) for k in range(n)]
     steps = [e.step for e in events if isinstance(e, Progress)]
     assert "JIT-compiling the PTX kernels (cuModuleLoadDataEx)" in steps
     assert any(isinstance(e, Log) and "FP32" in e.line for e in events)
@@ -310,7 +313,7 @@ def test_cli_smoke_json_is_a_report_with_the_measurements(fake_driver: Path) -> 
     assert [(c["id"], c["area"], c["status"]) for c in doc["checks"]] == [("active.smoke", "Active tests", "ok")]
     assert doc["active"]["summary"] == "smoke test: passed"
     assert doc["active"]["results"]["gpus"][0]["saxpy"]["elements"] == 1 << 20
-    assert "[ 67%] GPU 0: FP32 throughput (FMA kernel)" in result.stderr  # progress, one line per step off a tty
+    assert "[ 75%] GPU 0: FP32 throughput (FMA kernel)" in result.stderr  # progress, one line per step off a tty
 
 
 def test_cli_smoke_text_fails_with_exit_1_on_a_kernel_failure(fake_driver: Path) -> None:

@@ -549,7 +549,7 @@ def _pcie(reading: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: reading.get(k) for k in ("pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max")}
 
 
-STEPS = {"smoke": (smoke, 9), "oom": (oom, 8)}
+STEPS = {"smoke": (smoke, 8), "oom": (oom, 7)}  # the step() calls that advance, per GPU
 
 
 def _exit_on_signal(signum: int, _frame: Any) -> None:
