@@ -8,7 +8,6 @@ examples are data, usable from any command.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,6 +21,8 @@ class Example:
     description: str
 
     def text(self) -> str:
+        from importlib import resources  # when an example is read: `demo` lists them before its first frame
+
         return resources.files(__name__).joinpath(f"{self.name}.json").read_text(encoding="utf-8")
 
     def facts(self) -> Facts:
