@@ -203,15 +203,22 @@ def tui_sources(args: argparse.Namespace) -> tuple[list[Source], int, Callable[[
         facts = load_facts_file(path)  # a bad file is a one-line error before the screen opens
         return [Source(title=f"snapshot {path}", facts=facts, load=lambda: load_facts_file(path),
                        origin=f"file {path}")], 0, None
-    host = host_from_args(args)  # validates --root and --python now, not inside the TUI
+    # --root and --python are checked now (a one-line error, not inside the TUI). Without them there is nothing to
+    # check, and this machine's host (doctor.host, ctypes) is made when the GPUs are first sampled, after the first
+    # frame (issue 23, start-up); the probes make their own (collect_from_args).
+    host = host_from_args(args) if args.root is not None or args.python else None
     sampler: Callable[[], GpuSample] | None = None
-    if host.live:
-        from doctor.pipeline import sample_gpus
+    if host is None or host.live:
+        made: list[Any] = [] if host is None else [host]
 
         def sample() -> GpuSample:
-            return sample_gpus(host)
+            from doctor.pipeline import sample_gpus
+
+            if not made:  # one sampling at a time (the app's worker): no race
+                made.append(host_from_args(args))
+            return sample_gpus(made[0])
 
         sampler = sample
 
-    return [Source(title="this machine", live=host.live, load=lambda: collect_from_args(args),
+    return [Source(title="this machine", live=host is None or host.live, load=lambda: collect_from_args(args),
                    origin="this machine")], 0, sampler

@@ -7,8 +7,9 @@ examples are data, usable from any command.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from doctor.model.records import dataclass
 
 if TYPE_CHECKING:
     from doctor.model.facts import Facts
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Example:
+    """One bundled example host: its snapshot's name, a title and a line saying what it shows."""
+
     name: str  # the file name without .json; also `gpu-doctor demo NAME`
     title: str
     description: str

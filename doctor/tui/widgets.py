@@ -9,7 +9,6 @@ their stylesheets) the first time their tab is shown (:class:`Deferred`). The mo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
@@ -21,6 +20,7 @@ from textual.widgets import Footer, Static, Tree  # each imports its own module 
 from textual.widgets._footer import FooterKey  # the keys of the footer (not exported by textual.widgets)
 from textual.widgets.tree import TreeNode
 
+from doctor.model.records import dataclass
 from doctor.safeio import visible
 from doctor.tui import active, model
 from doctor.tui.model import MARKS, AreaView, Source
