@@ -83,6 +83,27 @@ def test_bare_command_piped_runs_check(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _dispatch(monkeypatch, tty=False) == ["check"]
 
 
+def test_the_tui_runs_with_a_short_thread_switch_interval_and_gives_the_callers_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each frame reaches the terminal about a millisecond after it is drawn (Textual's writer thread waits for
+    the interpreter at most that long; Python's default is 5 ms, the first frame's included): set for the app's
+    run, the caller's interval back afterwards, and the collector too."""
+    import gc
+
+    import doctor.commands.tui as tui_cmd
+
+    during: list[tuple[float, bool]] = []
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(tui_cmd, "end_on_hangup", lambda app: None)
+    monkeypatch.setattr(tui_cmd, "terminal_hung_up", lambda: False)
+    monkeypatch.setattr(tui_cmd, "run_app", lambda app: during.append((sys.getswitchinterval(), gc.isenabled())))
+    before = sys.getswitchinterval()
+    assert cli.main(["demo"]) == cli.EXIT_OK
+    assert during == [(tui_cmd.SWITCH_INTERVAL, False)] and tui_cmd.SWITCH_INTERVAL <= 0.001
+    assert sys.getswitchinterval() == before and gc.isenabled()
+
+
 def test_tui_without_a_terminal_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
     path = Path(__file__).parent.parent / "doctor" / "examples" / "healthy-8x-h100.json"
     assert cli.main(["tui", "--facts", str(path)]) == cli.EXIT_USAGE

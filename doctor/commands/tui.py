@@ -53,6 +53,11 @@ def run(name: str, args: argparse.Namespace) -> int:
     # Start-up allocates much and frees little (Textual's import, the widgets, the first frame): the cyclic garbage
     # collector would only walk it again and again. It is off until the first frame is on screen (issue 23).
     gc.disable()
+    # Textual hands each frame to a writer thread, which waits for the interpreter while the main thread goes on
+    # (the next messages, the diagnosis): by default up to 5 ms, the first frame's included. While the app runs
+    # the threads take turns every millisecond: each frame reaches the terminal ~1 ms after it is drawn.
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, SWITCH_INTERVAL))
     try:
         from doctor.tui.app import DoctorApp
 
@@ -61,6 +66,7 @@ def run(name: str, args: argparse.Namespace) -> int:
         run_app(app)
     finally:
         gc.enable()
+        sys.setswitchinterval(switch)
     if app.return_code == HANGUP_EXIT or terminal_hung_up():
         from doctor.cli import detach_from_terminal
 
@@ -70,6 +76,7 @@ def run(name: str, args: argparse.Namespace) -> int:
 
 
 HANGUP_EXIT = 129  # 128 + SIGHUP, as the shell reports a program its hang-up ended
+SWITCH_INTERVAL = 0.001  # seconds: the interpreter's thread switch interval while the TUI runs (Python's: 0.005)
 
 
 def end_on_hangup(app: object, grace: float = 2.0) -> None:
