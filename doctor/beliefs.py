@@ -24,7 +24,7 @@ import posixpath
 from dataclasses import field
 from typing import Any, Generic, TypeVar
 
-from doctor.model.facts import Facts, Gpu, LibRef, Toolkit
+from doctor.model.facts import Cudnn, Facts, Gpu, LibRef, Toolkit
 from doctor.model.findings import Evidence
 from doctor.model.records import dataclass
 from doctor.model.report import live_probed as live_probed  # the one rule, in the model (renderers read it)
@@ -177,8 +177,24 @@ def runtimes(facts: Facts) -> list[tuple[str, str, str]]:
                 continue
             if p.name in ("torch", "tensorflow", "tf-nightly", "jaxlib", "jax") or p.name.startswith("cupy"):
                 cuda = p.cuda if "." in p.cuda else f"{p.cuda}.0"
+                # --deep asked the runtime itself (CuPy's runtimeGetVersion()): the wheel's name gives the major only.
+                deep = p.deep.cuda if p.deep and p.deep.cuda and not p.deep.error else None
+                if deep and "." in deep and _vt(deep)[:1] == _vt(cuda)[:1]:
+                    cuda = deep
                 out.append((f"{p.name} {p.version}" if p.version else p.name, cuda, "framework"))
     return out
+
+
+def cudnn_by_version(facts: Facts, sources: tuple[str, ...] | None = None) -> list[tuple[str, list[Cudnn]]]:
+    """Each cuDNN version found (of those ``sources``: header, library, pip, conda, image), once, with every place
+    it was found, in the order first found. One cuDNN package puts its version in two headers and two or three
+    library names (Ubuntu's libcudnn9-dev: cudnn_version.h, cudnn_version_v9.h, libcudnn.so.9.14.0), and a check
+    judges the version, not each file: one verdict per version, naming all of them."""
+    out: dict[str, list[Cudnn]] = {}
+    for c in facts.cudnn:
+        if c.version and (sources is None or c.source in sources):
+            out.setdefault(c.version, []).append(c)
+    return list(out.items())
 
 
 def _ev(facts: Facts, path: str, value: Any) -> Evidence:
@@ -300,7 +316,8 @@ def _module_loaded(facts: Facts, texts: tuple[str, ...]) -> Belief:
     if gpus:
         yes.append((f"{len(gpus)} GPU(s) enumerated", Evidence("gpus", [g.name for g in gpus], gpus[0].source)))
     if _cuinit_ok(facts):
-        yes.append(("cuInit succeeded", _ev(facts, "driver.cuda_init_error", None)))
+        # The error fact is recorded and empty: shown as "unknown" it would say the opposite of what it proves.
+        yes.append(("cuInit succeeded", _ev(facts, "driver.cuda_init_error", "none (cuInit returned CUDA_SUCCESS)")))
     if deep_sees_gpu(facts):
         yes.append(("a framework sees a GPU", Evidence("python_envs.packages.deep", True, "deep")))
     if yes:

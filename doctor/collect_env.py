@@ -52,6 +52,7 @@ from doctor.model.facts import (
     PythonEnv,
     Toolkit,
 )
+from doctor.model.versions import cuda_version
 from doctor.parsers import (
     parse_device_query,
     parse_jax_environment_info,
@@ -436,8 +437,7 @@ def _driver(report: _Report, f: _Facts, macos: bool, rocm: bool) -> DriverInfo:
     api = None
     m = _DRIVER_TOO_OLD.search(report.text)
     n = small_int(m.group("v")) if m else None  # bounded: int() refuses 4,300+ digits, and pastes are untrusted
-    if n is not None and 1000 <= n < 100_000:
-        api = f"{n // 1000}.{(n % 1000) // 10}"
+    if n is not None and (api := cuda_version(n)) is not None:
         f.source("driver.cuda_driver_api", f"torch warning 'driver on your system is too old (found version {n})'")
     # Statements of absence printed around the report are evidence too (see doctor/beliefs.py).
     init_error = nvml_error = None

@@ -17,6 +17,7 @@ from typing import Any
 from doctor.errors import Cause, Signature, bounded, match
 from doctor.model.facts import Facts
 from doctor.model.severity import SEVERITY_RANK
+from doctor.model.versions import cuda_version
 from doctor.safeio import lazy_compile, small_int
 
 EXPLAIN_SCHEMA = "gpu-doctor.explain/v1"
@@ -82,7 +83,7 @@ def with_stated_facts(facts: Facts, text: str) -> Facts:
     if not d.cuda_driver_api and not d.smi_cuda_version:
         m = _TORCH_FOUND.search(text)
         n = small_int(m.group("v")) if m else None
-        api = f"{n // 1000}.{(n % 1000) // 10}" if n else None
+        api = cuda_version(n)
         if not api:
             x = _XLA_DRIVER_CUDA.search(text)
             api = x.group("v") if x else None
@@ -231,7 +232,7 @@ def _notes(sig: Signature, text: str) -> list[str]:
     found = small_int(groups.get("found") or "")  # a pasted text may hold 5,000 digits here: not a version
     if sig.id == "torch.driver_too_old" and found is not None:
         n = found
-        notes.append(f"'found version {n}' is the driver's CUDA version: {n // 1000}.{(n % 1000) // 10}; the torch "
+        notes.append(f"'found version {n}' is the driver's CUDA version: {cuda_version(n) or 'unreadable'}; the torch "
                      "build needs a newer one.")
     if sig.id == "torch.arch_not_compatible" and groups.get("cc"):
         cc = groups["cc"]

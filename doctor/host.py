@@ -334,6 +334,13 @@ class Host:
         except (OSError, ValueError):
             return None
 
+    def read_head(self, logical: str, size: int) -> bytes:
+        """The first ``size`` bytes of a file (to tell what kind of file it is: a script's first lines, a magic
+        number); a longer file is what is expected, not a truncation, so nothing is noted. Raises OSError like
+        read_text."""
+        data, _more = safeio.read_file(self.path(logical), size)
+        return data
+
     def read_bytes(self, logical: str, limit: int = MAX_READ) -> bytes:
         data, more = safeio.read_file(self.path(logical), limit)
         if more:

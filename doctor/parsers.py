@@ -89,12 +89,9 @@ def cuda_version_from_int(value: int) -> str | None:
 
     12020 -> "12.2", 11080 -> "11.8", 13000 -> "13.0"; zero, negative or absurd values -> None.
     """
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    # CUDA 1.0 is 1000; two-digit majors stay below 100000. Outside that it is not a CUDA version.
-    if not 1000 <= value < 100_000:
-        return None
-    return f"{value // 1000}.{(value % 1000) // 10}"
+    from doctor.model.versions import cuda_version  # the one decoder (CUDA 1.0 is 1000; majors stay below 100)
+
+    return cuda_version(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @_never_raise(_none)

@@ -74,6 +74,9 @@ class InputError(ValueError):
 
 
 def megabytes(n: int) -> str:
+    """A size limit as a person reads it: "64 MB", "1.5 MB"; below a megabyte in KiB ("4 KiB", not "0.0039 MB")."""
+    if n < MB:
+        return f"{n / 1024:g} KiB"
     return f"{n / MB:g} MB"
 
 

@@ -132,6 +132,19 @@ def test_a_pyenv_shim_is_resolved_to_the_interpreter_it_runs(tmp_path: Path, env
     assert exe in (f"{root}/{want}", f"{tmp_path}/{want}"), exe
 
 
+def test_a_real_interpreter_on_path_is_not_reported_as_a_truncated_read(tmp_path: Path) -> None:
+    # Seen on a real GPU machine (tests/data/gpu-validate/h100-580-2026-11-27): telling a pyenv shim from an
+    # interpreter reads the first 4 KiB of python3, and every real interpreter is longer than that. It is not
+    # something the probes "could not learn".
+    env = fake_env(tmp_path, "venv")  # bin/python3: this interpreter, megabytes of ELF
+    exe = env / "bin" / "python3"
+    assert os.path.getsize(exe) > pyenvs._SHIM_MAX
+    host = Host(env={"PATH": f"{env}/bin"})
+    ((found, origin),) = pyenvs.target_pythons(host, [], Recorder())
+    assert (found, origin) == (str(exe), "PATH")
+    assert not [n for n in host.notes if "truncated" in n], host.notes
+
+
 def test_own_interpreter_with_a_framework_is_the_users_environment(tmp_path: Path, monkeypatch) -> None:
     site = tmp_path / "site"
     (site / "torch-2.5.1+cu124.dist-info").mkdir(parents=True)

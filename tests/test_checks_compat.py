@@ -235,7 +235,7 @@ CASES = [
     ("torch-cu12-deep-integer-cudnn-8", {"python_envs": env(
         torch("2.1.2", "12.1", cudnn="8.9.2.26", deep=DeepResult(is_available=True, cudnn="8902")),
         PyPackage("nvidia-cudnn-cu12", "8.9.2.26", cudnn="8.9.2.26"))},
-     "cudnn.version_mismatch", "ok", ["gets cuDNN 8.9.2"]),
+     "cudnn.version_mismatch", "ok", ["(cuDNN ≥ 8.9.2) gets cuDNN 8.9.2"]),
     # a second cuDNN wheel of the same major overwrote the one torch pins
     ("second-cudnn-wheel-overwrote-the-pinned-one", {"python_envs": env(
         torch("2.5.1", "12.4", cudnn="9.1.0.70"),
@@ -714,3 +714,51 @@ DOC_EXAMPLES = {
     "image.min_host_driver": ("`check --static` on an image with torch cu124 and CUDA 12.4 (static only)", make_facts(
         gpus=[], toolkits=toolkits_of("12.4.1"))),
 }
+
+
+@pytest.mark.parametrize(("severity", "cuda"), [("ok", "13.0.0"), ("warn", "11.8.0")])
+def test_one_cudnn_in_many_places_is_one_verdict_per_toolkit_version(severity: str, cuda: str) -> None:
+    """As on the lent H100 (Ubuntu's cuDNN package): two headers and three library names, and the same CUDA
+    found at two roots: one verdict naming every place, not 5 x 2."""
+    places = [Cudnn("9.17.0", "/usr/include/x86_64-linux-gnu/cudnn_version.h", "header"),
+              Cudnn("9.17.0", "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h", "header"),
+              Cudnn("9.17.0", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.17.0", "library"),
+              Cudnn("9.17.0", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9 (cudnnGetVersion)", "library"),
+              Cudnn("8.9.5", "/opt/cudnn8/include/cudnn_version.h", "header"),
+              Cudnn("9.17.0", "/venv/bin/python [nvidia-cudnn-cu12]", "pip")]
+    facts = make_facts(cudnn=places, toolkits=[toolkit(cuda), toolkit(cuda, "/opt/cuda")])
+    _status, findings = outcome(facts, "cudnn.cuda_mismatch")
+    by_version = {f.title.split()[1]: f for f in findings}
+    assert sorted(by_version) == ["8.9.5", "9.17.0"] and len(findings) == 2
+    f = by_version["9.17.0"]
+    assert f.severity == severity
+    assert [e.value for e in f.evidence if e.fact == "cudnn"] == [f"9.17.0 ({c.location})" for c in places[:4]]
+    assert [e.value for e in f.evidence if e.fact == "toolkits"] == [f"{cuda} /usr/local/cuda-{cuda[:4]}",
+                                                                     f"{cuda} /opt/cuda"]
+    (found,) = run_check(facts, "cudnn.missing").findings
+    assert found.title == ("cuDNN found: 9.17.0 (header: /usr/include/x86_64-linux-gnu/cudnn_version.h and 4 more), "
+                           "8.9.5 (header: /opt/cudnn8/include/cudnn_version.h)")
+
+
+@pytest.mark.parametrize(("report", "gpus"), [("vllm-12189-8x-a100-torch2.4.0-cu121.txt", 8),
+                                              ("vllm-18467-vllm-format-4x-rtx2080ti-torch2.5.1-cu124.txt", 4),
+                                              ("pytorch-30071-torch1.3.1-8x-titan-xp-driver410.txt", 8)])
+def test_a_node_of_identical_gpus_gets_one_verdict_per_model(report: str, gpus: int) -> None:
+    """Real collect_env reports of 8x A100, 4x RTX 2080 Ti, 8x TITAN Xp: what a driver, a toolkit or a torch build
+    supports is the model's, so each rule says it once, naming every GPU (it said it 8 times on an 8-GPU node)."""
+    from conftest import DATA
+
+    from doctor import collect_env
+    from doctor.pipeline import diagnose
+
+    facts = collect_env.parse((DATA / "collect_env" / report).read_text())
+    assert len(facts.gpus) == gpus and len({g.name for g in facts.gpus}) == 1
+    findings = diagnose(facts).findings
+    said = [(f.code, f.severity, f.title) for f in findings]
+    assert [s for s in said if said.count(s) > 1] == []
+    per_model = [f for f in findings if f.code in ("driver.too_old_for_gpu", "driver.gpu_unsupported_by_driver",
+                                                   "toolkit.gpu_arch_unsupported", "framework.arch_unsupported")]
+    assert per_model
+    for f in per_model:
+        named = {e.fact.split(".")[0] for e in f.evidence if e.fact.startswith("gpus[")}
+        assert named == {f"gpus[{i}]" for i in range(gpus)}, (f.code, named)

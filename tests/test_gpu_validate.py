@@ -184,6 +184,14 @@ def test_the_snapshot_replays_to_the_report_check_gave_live(run: Path, capsys: p
 
 
 @runs
+def test_the_replayed_report_says_each_verdict_once(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One cuDNN found in five places (two headers, /lib and /usr/lib, cudnnGetVersion) is one verdict, not five."""
+    _code, out = replay(capsys, "check", "--facts", str(Step(run, "04-snapshot").dir / "stdout"), "--json")
+    said = [(f["code"], f["severity"], f["title"]) for f in json.loads(out)["findings"]]
+    assert [s for s in said if said.count(s) > 1] == []
+
+
+@runs
 @pytest.mark.parametrize("name", ACTIVE_STEPS)
 def test_each_active_test_replays_to_the_verdicts_it_printed(run: Path, name: str,
                                                               capsys: pytest.CaptureFixture[str]) -> None:

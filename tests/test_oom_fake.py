@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from test_smoke_fake import A100, MIB, build_fakes, env_for, gpu_doctor
 
-from doctor.active.events import Outcome, last_outcome
+from doctor.active import gpu_child
+from doctor.active.events import Outcome, Progress, last_outcome
 from doctor.active.gpu import Options, oom_events
 from doctor.pipeline import judged
 
@@ -113,7 +114,7 @@ def test_refuses_when_another_process_computes_and_allocates_nothing(
     out = oom(fake_driver, FAKE_NVML_GPU0_PROCS=f"{trainer.pid}:1000", FAKE_CUDA_LOG=log)
     f = finding(out, "oom.refused")
     assert (f.severity, f.title) == ("warn", f"GPU 0 ({A100}): the OOM probe did not run: sleep (pid {trainer.pid}, "
-                                             "1,000 MiB) use(s) this GPU")
+                                             "1,000 MiB) uses this GPU")
     assert f.fix is not None and "--force" in f.fix.summary
     assert not log.exists() or "ctx_create" not in log.read_text()
 
@@ -143,3 +144,10 @@ def test_cli_oom_text_and_exit_code(fake_driver: Path) -> None:
             "40,448 MiB free of 40,960 MiB") in lines
     strict = gpu_doctor(fake_driver, "oom", "-q", "--strict", FAKE_CUDA_MEM_MIB=2048, FAKE_CUDA_MAX_BLOCK_MIB=1024)
     assert strict.returncode == 1
+
+
+def test_the_oom_probes_progress_has_one_share_per_step(fake_driver: Path) -> None:
+    events = list(judged(oom_events(Options(timeout=20, env=env_for(fake_driver)))))
+    fractions = sorted({e.fraction for e in events if isinstance(e, Progress) and e.fraction is not None})
+    n = gpu_child.STEPS["oom"][1]
+    assert fractions == [round(k / n, 4) for k in range(n)]  # the last step ("destroying the context") at 6/7, not 75 %

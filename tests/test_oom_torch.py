@@ -161,3 +161,113 @@ def test_a_failed_nccl_worker_is_reported_with_its_own_words(tmp_path: Path,
     assert "b'" not in text and "\\n" not in text
     (f,) = outcome.findings
     assert (f.code, f.severity) == ("framework.arch_unsupported", "fail")
+
+
+# --- progress: the percentage a user watches advances with the child's steps ----------------------------------
+
+FAKE_TORCH_OOM = '''
+__version__ = "2.11.0+cu130"
+uint8 = "uint8"
+GIB = 1 << 30
+
+
+class version:
+    cuda = "13.0"
+
+
+class _Tensor:
+    def __matmul__(self, other):
+        return self
+
+    def __eq__(self, other):
+        return self
+
+    def all(self):
+        return self
+
+    def item(self):
+        return True
+
+
+class cuda:
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    held = [0]
+    get_device_name = staticmethod(lambda i: "Fake GPU")
+    mem_get_info = staticmethod(lambda: (8 * GIB - cuda.held[0], 8 * GIB))
+    memory_allocated = staticmethod(lambda: cuda.held[0])
+    memory_reserved = staticmethod(lambda: cuda.held[0])
+    empty_cache = staticmethod(lambda: cuda.held.__setitem__(0, 0))
+    get_allocator_backend = staticmethod(lambda: "native")
+
+
+def zeros(*args, **kwargs):
+    return _Tensor()
+
+
+def ones(*args, **kwargs):
+    return _Tensor()
+
+
+def empty(n, dtype=None, device=None):
+    if cuda.held[0] + n > 6 * GIB:
+        raise cuda.OutOfMemoryError("CUDA out of memory")
+    cuda.held[0] += n
+    return _Tensor()
+'''
+
+
+def test_the_torch_oom_progress_advances_with_each_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lent H100's `oom --framework torch` printed "[  0%]" from its first line to its last: each step of the
+    child now says how far it is (step k of 5), and the line on stderr follows it."""
+    import io
+
+    from doctor.active.events import StderrProgress, last_outcome
+    from doctor.active.torchmem import torch_events
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH_OOM)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    stream = io.StringIO()
+    outcome = last_outcome(torch_events([sys.executable], "oom", timeout=120), StderrProgress(stream))
+    (run_,) = outcome.results["torch"]
+    assert run_["ok"] is True and run_["recovered"] is True, run_
+    lines = stream.getvalue().splitlines()
+    assert [line[:6] for line in lines] == ["[  0%]", "[  0%]", "[ 20%]", "[ 40%]", "[ 60%]", "[ 80%]"], lines
+    assert lines[-1] == "[ 80%] torch: after the OOM: a matrix product on the GPU"
+
+
+def test_a_batch_search_plans_at_most_its_longest_search() -> None:
+    from doctor.active import torch_child
+
+    for cap in (1, 2, 1024, 4096, 5000):
+        tries = max(len(torch_child.largest_fitting(lambda n, fit=fit: n <= fit, cap)[1])
+                    for fit in range(0, cap + 1, max(1, cap // 97)))
+        assert 3 + tries <= torch_child.planned_steps("batch", cap), cap
+
+
+def test_each_child_plans_as_many_steps_as_its_tests_take() -> None:
+    """framework_child's STEPS is the number of step() calls each framework's test makes (torch's includes the
+    tensor-core step): a percentage that stops short of the end, or runs past it, is a miscount."""
+    import ast
+    import inspect
+
+    from doctor.active import framework_child
+
+    def calls(fn: Any) -> int:
+        tree = ast.parse(inspect.getsource(fn))
+        return sum(isinstance(n, ast.Call) and getattr(n.func, "id", None) == "step" for n in ast.walk(tree))
+
+    counted = {name: calls(test) for name, test in framework_child.TESTS.items()}
+    counted["torch"] += calls(framework_child.tensor_core_rates)
+    assert counted == framework_child.STEPS
+
+
+@pytest.mark.parametrize(("fraction", "shown"), [(0.25, 0.25), (0, 0.0), (1, 1.0), (7, 1.0), (-3, 0.0),
+                                                 (float("nan"), 0.0), (float("inf"), 1.0), (True, 0.0),
+                                                 ("0.5", 0.0), (None, 0.0), ([0.5], 0.0)])
+def test_a_childs_fraction_is_a_number_in_0_1_whatever_it_sent(fraction: Any, shown: float) -> None:
+    from doctor.active.events import child_fraction
+
+    assert child_fraction({"event": "step", "fraction": fraction}) == shown

@@ -402,9 +402,11 @@ def test_a_compute_capability_looked_up_by_name_is_credited_to_the_matrix_not_to
     facts = parse(read(COLLECT_ENV / "vllm-18467-vllm-format-4x-rtx2080ti-torch2.5.1-cu124.txt"))
     assert facts.gpus[0].compute_capability is None  # collect_env names the GPU, never its capability
     f = next(x for x in diagnose(facts).findings if x.code == "framework.arch_unsupported")
-    [cc] = [e for e in f.evidence if e.fact.endswith(".compute_capability")]
-    assert cc.value == "7.5"
-    assert cc.source is not None and cc.source.startswith("derived: compat/gpus.toml")
+    ccs = [e for e in f.evidence if e.fact.endswith(".compute_capability")]
+    assert [e.fact for e in ccs] == [f"gpus[{i}].compute_capability" for i in range(4)]  # one verdict, 4 GPUs
+    for cc in ccs:
+        assert cc.value == "7.5"
+        assert cc.source is not None and cc.source.startswith("derived: compat/gpus.toml")
 
 
 # --- 6: when the host driver cannot go higher for the GPU, the build must come down ---------------------------

@@ -83,6 +83,40 @@ def test_one_representation_of_a_cudnn_version(reported: object, version: str | 
         assert DeepResult(cudnn=reported).cudnn == version
 
 
+@pytest.mark.parametrize(("reported", "version"), [
+    (13020, "13.2"), ("13020", "13.2"), (12040, "12.4"), (9020, "9.2"), (11080, "11.8"),  # cudaRuntimeGetVersion()
+    ("13.0", "13.0"), ("12.4.1", "12.4.1"), ("13", "13"),  # dotted, and a bare major (a wheel's cu13 tag)
+    (0, None), ("0", None), (999, None), (100_000, None), (True, None), (10**30, None), ("9" * 40, None),
+    ("", None), (None, None), (13.2, None)])
+def test_one_representation_of_a_cuda_version(reported: object, version: str | None) -> None:
+    """CuPy's runtimeGetVersion() answers 13020 where torch.version.cuda says "13.0": both are CUDA versions,
+    recorded and shown dotted wherever a framework or --deep field carries one (check --deep showed CUDA 13020)."""
+    from doctor.model.facts import DeepResult, PyPackage
+    from doctor.model.facts_active import FrameworkRun, TorchRun
+    from doctor.model.versions import cuda_version
+
+    assert cuda_version(reported) == version
+    if isinstance(reported, str) and reported:
+        assert DeepResult(cuda=reported).cuda == version
+        assert PyPackage("cupy-cuda13x", "14.2.0", cuda=reported).cuda == version
+        assert FrameworkRun("cupy", "/venv/bin/python", cuda=reported).cuda == version
+        assert TorchRun("oom", "/venv/bin/python", cuda=reported).cuda == version
+
+
+@pytest.mark.parametrize(("reported", "version"), [
+    ((2, 28, 9), "2.28.9"), ([2, 21, 5], "2.21.5"), (22809, "2.28.9"), ("22809", "2.28.9"), (21003, "2.10.3"),
+    (2708, "2.7.8"), ("2708", "2.7.8"), ("2.28.9", "2.28.9"),  # NCCL_VERSION_CODE: x1000 up to 2.8, x10000 after
+    (99, None), ((2, "x", 1), None), ((True, 1), None), ("n/a", None), (None, None), (10**30, None)])
+def test_one_representation_of_an_nccl_version(reported: object, version: str | None) -> None:
+    from doctor.model.facts_active import TorchRun, coerce
+    from doctor.model.versions import nccl_version
+
+    assert nccl_version(reported) == version
+    if isinstance(reported, str):
+        run = coerce(TorchRun, {"mode": "allreduce", "python": "/venv/bin/python", "nccl": reported})
+        assert run is not None and run.nccl == version
+
+
 def test_the_environment_probe_reads_torchs_nvidia_pins(tmp_path) -> None:
     import json
     import subprocess

@@ -393,7 +393,8 @@ def test_topo_space_layout_with_a_nic_column_cut_after_gpu4() -> None:
     assert parsed["cpu_affinity"]["GPU4"] == "10-19,30-39"
 
 
-@pytest.mark.parametrize("name", ["club-3090-1229-2x-rtx5090-tabs.txt", "kubernetes-53497-8gpu-mlx4-cut.txt"])
+@pytest.mark.parametrize("name", ["club-3090-1229-2x-rtx5090-tabs.txt", "kubernetes-53497-8gpu-mlx4-cut.txt",
+                                  "h100-x1-580.159.04-ansi-underlined-header.txt"])
 def test_topo_cut_short_reads_unknown_never_wrong(name: str) -> None:
     text = read(f"nvidia-smi-topo/{name}")
     full = parsers.parse_nvidia_smi_topo(text)

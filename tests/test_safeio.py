@@ -16,7 +16,17 @@ from hypothesis import strategies as st
 
 from doctor.commands.fix import _unpin_field, pin_field
 from doctor.render.fixscript import q
-from doctor.safeio import InputError, display, load_json, read_file, read_input, small_int, visible, xml_text
+from doctor.safeio import (
+    InputError,
+    display,
+    load_json,
+    megabytes,
+    read_file,
+    read_input,
+    small_int,
+    visible,
+    xml_text,
+)
 
 ANY_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=60)
 UNSAFE = {chr(c) for c in [*range(0, 9), *range(11, 32), *range(0x7F, 0xA0)]} | {"\u202e", "\u2028"}
@@ -91,3 +101,10 @@ def test_read_input_caps_and_refuses_special_files(tmp_path: Path) -> None:
     for special in (str(tmp_path / "fifo"), "/dev/zero", str(tmp_path)):
         with pytest.raises(OSError, match="not a regular file"):
             read_file(special, 10)
+
+
+@pytest.mark.parametrize(("n", "text"), [(4096, "4 KiB"), (512, "0.5 KiB"), (64 * 1024 * 1024, "64 MB"),
+                                         (1536 * 1024, "1.5 MB")])
+def test_size_limits_read_as_a_person_reads_them(n: int, text: str) -> None:
+    # a 4 KiB read limit was shown as "0.00390625 MB" on a real machine
+    assert megabytes(n) == text

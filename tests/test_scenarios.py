@@ -341,3 +341,46 @@ def test_snapshot_root_records_nvidia_smis_cuda_version(tmp_path: Path, clean_en
     capsys.readouterr()
     _, text = run_cli(["check", "--facts", str(snap)], capsys)
     assert "CUDA driver API 12.2 (nvidia-smi)" in text and "CUDA driver API unknown" not in text
+
+
+def test_one_cudnn_reached_by_several_names_is_found_once(tmp_path: Path, clean_env: None,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Ubuntu 24.04 as the lent H100 had it: /lib is a link to usr/lib (merged /usr), cudnn_version.h an
+    alternatives link to cudnn_version_v9.h. Each file is found once; a real second copy would still count."""
+    header = data("cudnn/cudnn_version-9.24.0-excerpt.h")
+    root = build(tmp_path / "root", {
+        **BASE, "/lib": Link("usr/lib"),
+        "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h": header,
+        # relative targets: in a sysroot an absolute one would leave it when the file is read
+        "/etc/alternatives/cudnn_version_h": Link("../../usr/include/x86_64-linux-gnu/cudnn_version_v9.h"),
+        "/usr/include/x86_64-linux-gnu/cudnn_version.h": Link("../../../etc/alternatives/cudnn_version_h"),
+        f"{LIBDIR}/libcudnn.so.9.24.0": b"", f"{LIBDIR}/libcudnn.so.9": Link("libcudnn.so.9.24.0"),
+        "/usr/local/cuda-12.2/version.json": '{"cuda": {"name": "CUDA SDK", "version": "12.2.2"}}',
+        "/usr/local/cuda-12.2/include/cudnn.h": header})  # a second file (not a link) with the same version
+    snap = tmp_path / "facts.json"
+    assert main(["snapshot", "--root", str(root), "-o", str(snap)]) == 0
+    found = [(c["location"], c["version"]) for c in json.loads(snap.read_text())["cudnn"]]
+    assert found == [("/usr/include/x86_64-linux-gnu/cudnn_version.h", "9.24.0"),
+                     ("/usr/local/cuda-12.2/include/cudnn.h", "9.24.0"),
+                     ("/lib/x86_64-linux-gnu/libcudnn.so.9.24.0", "9.24.0")]
+    capsys.readouterr()
+    _code, out = run_cli(["check", "--facts", str(snap), "--json"], capsys)
+    verdicts = [f["title"] for f in json.loads(out)["findings"] if f["code"] == "cudnn.cuda_mismatch"]
+    assert verdicts == ["cuDNN 9.24.0 supports CUDA 12.2"]
+
+
+@pytest.mark.parametrize(("name", "source"), [("healthy-a100-host", "cmd:nvidia-smi -q -x"),
+                                              ("gpu-without-driver", "file:/sys/bus/pci/devices")])
+def test_the_gpu_list_is_credited_to_the_probe_that_gave_it(name: str, source: str, tmp_path: Path,
+                                                            clean_env: None) -> None:
+    """The PCI bus is scanned on every run (to count the GPUs on it); on the H100 that scan's source replaced the
+    GPU list's ("gpus": "file:/sys/bus/pci/devices" while every GPU came from NVML)."""
+    files = SCENARIOS[name][0]
+    root = build(tmp_path / "root", {**BASE, **files})
+    snap = tmp_path / "facts.json"
+    assert main(["snapshot", "--root", str(root), "-o", str(snap)]) == 0
+    facts = json.loads(snap.read_text())
+    kind = "nvidia-smi" if source.startswith("cmd") else "pci"
+    assert facts["gpus"] and {g["source"] for g in facts["gpus"]} == {kind}
+    assert facts["sources"]["gpus"] == source
+    assert facts["sources"]["host.pci_nvidia_gpus"] == "file:/sys/bus/pci/devices"

@@ -6,6 +6,7 @@ every assertion compares the probe's answer with a configured truth.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from doctor.active import gpu_child
 from doctor.active.events import Log, Outcome, Progress, last_outcome
 from doctor.active.gpu import Options, smoke_events
 from doctor.pipeline import judged
@@ -114,6 +116,9 @@ def test_progress_comes_as_events_ending_in_one_outcome(fake_driver: Path) -> No
     fractions = [e.fraction for e in events if isinstance(e, Progress) and e.fraction is not None]
     assert fractions == sorted(fractions)
     assert fractions[0] >= 0 and fractions[-1] < 1
+    # one share per step: the last step ("releasing …") starts at 7/8, not at 78 % as when 9 steps were counted
+    n = gpu_child.STEPS["smoke"][1]
+    assert sorted(set(fractions)) == [round(k / n, 4) for k in range(n)]
     steps = [e.step for e in events if isinstance(e, Progress)]
     assert "JIT-compiling the PTX kernels (cuModuleLoadDataEx)" in steps
     assert any(isinstance(e, Log) and "FP32" in e.line for e in events)
@@ -205,6 +210,30 @@ def test_silent_corruption_fails_wrong_results(fake_driver: Path) -> None:
                  "of 50)")]
 
 
+def test_a_copy_kernel_that_corrupts_one_element_fails(fake_driver: Path) -> None:
+    # the copy's output is compared byte for byte with what was copied in (memcmp, no 256 MiB copies of it)
+    out = smoke(fake_driver, FAKE_CUDA_WRONG=3, FAKE_CUDA_FAULT_KERNEL="copy_v4")
+    assert gpu0(out)["device_copy_intact"] is False and gpu0(out)["roundtrip_intact"] is True
+    assert codes(out, "gpu.wrong_results") == [
+        ("fail", f"GPU 0 ({A100}): the copy kernel's output differs from its input")]
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_same_bytes_finds_one_changed_byte_anywhere_with_or_without_memcmp(
+        where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    size = 3 * gpu_child.COMPARE_CHUNK + 5  # not a whole number of chunks
+    a, b = ctypes.create_string_buffer(size), ctypes.create_string_buffer(size)
+    ctypes.memset(a, 7, size)
+    ctypes.memset(b, 7, size)
+    pa, pb = ctypes.addressof(a), ctypes.addressof(b)
+    assert gpu_child.same_bytes(pa, pb, size)
+    b[{"first": 0, "middle": size // 2, "last": size - 1}[where]] = b"\x08"
+    assert not gpu_child.same_bytes(pa, pb, size)
+    monkeypatch.setattr(gpu_child, "_memcmp", lambda: None)  # a libc without memcmp: chunk by chunk
+    assert not gpu_child.same_bytes(pa, pb, size)
+    assert gpu_child.same_bytes(pa, pa, size)
+
+
 @pytest.mark.parametrize(("init", "code", "name"), [
     (100, "gpu.no_cuda_device", "CUDA_ERROR_NO_DEVICE"),
     (803, "driver.module_userspace_mismatch", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"),
@@ -284,7 +313,7 @@ def test_cli_smoke_json_is_a_report_with_the_measurements(fake_driver: Path) -> 
     assert [(c["id"], c["area"], c["status"]) for c in doc["checks"]] == [("active.smoke", "Active tests", "ok")]
     assert doc["active"]["summary"] == "smoke test: passed"
     assert doc["active"]["results"]["gpus"][0]["saxpy"]["elements"] == 1 << 20
-    assert "[ 67%] GPU 0: FP32 throughput (FMA kernel)" in result.stderr  # progress, one line per step off a tty
+    assert "[ 75%] GPU 0: FP32 throughput (FMA kernel)" in result.stderr  # progress, one line per step off a tty
 
 
 def test_cli_smoke_text_fails_with_exit_1_on_a_kernel_failure(fake_driver: Path) -> None:

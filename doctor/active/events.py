@@ -54,6 +54,15 @@ class Outcome:
 Event = Progress | Log | Outcome
 
 
+def child_fraction(ev: dict[str, Any]) -> float:
+    """How far a test child says it is (its step event's ``fraction``), in [0, 1]; 0 when it does not say or says
+    something that is not a fraction (the child runs in the user's interpreter: its output is data)."""
+    value = ev.get("fraction")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # NaN
+        return 0.0
+    return min(max(float(value), 0.0), 1.0)
+
+
 def last_outcome(events: Iterator[Event], on_event: Any = None) -> Outcome:
     """Drain a test's events (passing each to ``on_event``) and return its Outcome."""
     outcome = None

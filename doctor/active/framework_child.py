@@ -40,8 +40,14 @@ def emit(event: str, **data: object) -> None:
     sys.stdout.flush()
 
 
+PROGRESS = [0, 1]  # steps done, steps planned (main() sets the plan of the framework under test)
+
+
 def step(text: str) -> None:
-    emit("step", step=text)
+    """Say what runs now, with how far along the run is: the parent draws it as a percentage."""
+    done, planned = PROGRESS
+    emit("step", step=text, fraction=round(min(done / planned, 1.0), 4))
+    PROGRESS[0] = done + 1
 
 
 def error_of(exc: BaseException, where: str) -> "dict[str, str]":
@@ -203,6 +209,7 @@ def test_cupy(out: "Out") -> None:
     out["device_count"] = cupy.cuda.runtime.getDeviceCount()
     out["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
     out["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+    out["cuda"] = str(out["cuda_runtime"])  # 13020: the record decodes it (doctor.model.versions.cuda_version)
     step("cuBLAS matrix product vs NumPy")
     a, b = inputs()
     out["matmul"] = compare(cupy.asnumpy(cupy.asarray(a) @ cupy.asarray(b)), a @ b)
@@ -211,6 +218,7 @@ def test_cupy(out: "Out") -> None:
 TESTS: "dict[str, Callable[[Out], None]]" = {"torch": test_torch, "tensorflow": test_tensorflow, "jax": test_jax,
                                              "cupy": test_cupy}
 MODULES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "cupy": "cupy"}
+STEPS = {"torch": 6, "tensorflow": 4, "jax": 3, "cupy": 3}  # the step() calls of each test above
 
 
 def main(argv: "list[str]") -> int:
@@ -232,6 +240,7 @@ def main(argv: "list[str]") -> int:
             orig_step(text)
 
         globals()["step"] = tracking
+        PROGRESS[1] = STEPS[name]
         try:
             TESTS[name](out)
             out["ok"] = True

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import Any
 
-from doctor.active.events import Event, Log, Progress
+from doctor.active.events import Event, Log, Progress, child_fraction
 from doctor.model.facts_active import DEFAULT_CHILD_TIMEOUT
 
 DEFAULT_TIMEOUT = DEFAULT_CHILD_TIMEOUT
@@ -33,7 +33,7 @@ def framework_events(pythons: Sequence[str], frameworks: Sequence[str], timeout:
                 kind = ev.get("event")
                 if kind == "step":
                     run["last_step"] = ev.get("step")
-                    yield Progress(done / total, f"{name}: {ev.get('step')}")
+                    yield Progress((done + child_fraction(ev)) / total, f"{name}: {ev.get('step')}")
                 elif kind == "framework":
                     run.update({k: v for k, v in ev.items() if k != "event"})
                 elif kind in ("exit", "hang"):

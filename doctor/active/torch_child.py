@@ -44,8 +44,22 @@ def emit(event: str, **data: object) -> None:
     sys.stdout.flush()
 
 
+PROGRESS = [0, 1]  # steps done, steps planned (main() sets the plan of the mode)
+
+
 def step(text: str) -> None:
-    emit("step", step=text)
+    """Say what runs now, with how far along the run is: the parent draws it as a percentage."""
+    done, planned = PROGRESS
+    emit("step", step=text, fraction=round(min(done / planned, 1.0), 4))
+    PROGRESS[0] = done + 1
+
+
+def planned_steps(mode: str, cap: int = 1) -> int:
+    """The step() calls of a mode: oom 5; allreduce 5; batch 3 and at most one per try of
+    :func:`largest_fitting` (2 * ceil(log2(cap)) + 1), so a search that ends early ends below 100 %."""
+    if mode == "batch":
+        return 3 + 2 * (max(cap, 1) - 1).bit_length() + 1
+    return 5
 
 
 def error_of(exc: BaseException, where: str) -> "dict[str, str]":
@@ -225,7 +239,8 @@ def test_allreduce(out: "Out", max_mib: int = 256, timeout: float = 60.0) -> Non
 
     if not dist.is_nccl_available():
         raise RuntimeError("this torch build has no NCCL (torch.distributed.is_nccl_available() is False)")
-    out["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+    version = torch.cuda.nccl.version()  # (2, 28, 9); older torch answers NCCL_VERSION_CODE (2708): decoded later
+    out["nccl"] = ".".join(str(v) for v in version) if isinstance(version, (tuple, list)) else str(version)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -300,6 +315,8 @@ def main(argv: "list[str]") -> int:
         orig_step(text)
 
     globals()["step"] = tracking
+    cap = argv[2] if mode == "batch" and len(argv) > 2 else "1"
+    PROGRESS[1] = planned_steps(mode, int(cap) if 0 < len(cap) < 10 and all(c in "0123456789" for c in cap) else 1)
     try:
         import importlib.util
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import Any
 
-from doctor.active.events import Event, Progress
+from doctor.active.events import Event, Progress, child_fraction
 from doctor.model.facts_active import DEFAULT_CHILD_TIMEOUT
 
 DEFAULT_TIMEOUT = DEFAULT_CHILD_TIMEOUT
@@ -45,7 +45,7 @@ def torch_events(pythons: Sequence[str], mode: str, spec: str | None = None, cap
             kind = ev.get("event")
             if kind == "step":
                 run["last_step"] = ev.get("step")
-                yield Progress(i / len(pythons), f"torch: {ev.get('step')}")
+                yield Progress((i + child_fraction(ev)) / len(pythons), f"torch: {ev.get('step')}")
             elif kind == "framework":
                 run.update({k: v for k, v in ev.items() if k != "event"})
             elif kind in ("exit", "hang"):

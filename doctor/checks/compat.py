@@ -14,7 +14,7 @@ from doctor.beliefs import runtimes
 from doctor.checks import require_cuda as rc
 from doctor.checks.common import ev, finding, label, ok
 from doctor.matrix import Matrix, Row, Verdict, branch, cuda_in, driver_meets, driver_runs_cuda, major_minor, vtuple
-from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv
+from doctor.model.facts import Facts, Gpu, PyPackage, PythonEnv, Toolkit
 from doctor.model.findings import Evidence, Finding, value_text
 from doctor.model.intents import (
     InstallCudaCompat,
@@ -52,6 +52,16 @@ def _driver(facts: Facts) -> str | None:
 
 def _gpus(facts: Facts) -> list[Gpu]:
     return [g for g in facts.gpus if g.source != "pci"]
+
+
+def _models(gpus: list[Gpu]) -> list[list[Gpu]]:
+    """The GPUs grouped by model (name and compute capability), in the order first seen. What a driver, a
+    toolkit or a framework build supports is a property of the model: an 8-GPU node gets one verdict per
+    model, naming all its GPUs, not eight identical ones."""
+    out: dict[tuple[str | None, str | None], list[Gpu]] = {}
+    for g in gpus:
+        out.setdefault((g.name, g.compute_capability), []).append(g)
+    return list(out.values())
 
 
 def _segment(m: Matrix, facts: Facts) -> str | None:
@@ -207,12 +217,13 @@ def _gpus_with_arch(facts: Facts, ctx: Context) -> Iterator[tuple[Gpu, Row, str,
             raise Skip(f"WSL: Windows driver {drv} is not between two known Windows releases of one branch in "
                        "NVIDIA's tables, so its branch is unknown")
         drv = str(b)
-    for g in gpus:
+    for same in _models(gpus):
+        g = same[0]
         row, arch = m.gpu_for_facts(g.name, g.compute_capability)
         if arch:
             yield g, arch, drv, [ev(facts, "driver.kernel_module" if facts.driver.kernel_module else
                                     "driver.userspace"), ev(facts, "driver.module_flavor"),
-                                 Evidence(f"gpus[{g.index}].name", g.name, g.source),
+                                 *(Evidence(f"gpus[{x.index}].name", x.name, x.source) for x in same),
                                  *row_evidence([r for r in (row, arch) if r])]
 
 
@@ -333,11 +344,12 @@ def arch_unsupported(facts: Facts, ctx: Context) -> Iterator[Finding]:
             yield from found
             continue
         done = True
-        for g in gpus:
+        for same in _models(gpus):
+            g = same[0]
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
             if not cc:
                 continue  # never: the GPUs were chosen for a known compute capability
-            evidence = [_cc_evidence(g, cc),
+            evidence = [*(_cc_evidence(x, cc) for x in same),
                         Evidence("python_envs.packages",
                                  f"{label(pkg)} arch list {value_text(sass)}, PTX {value_text(ptx)}",
                                  "deep" if pkg.arch_list else "compat/pytorch.toml"),
@@ -386,7 +398,8 @@ def _arch_unknown(facts: Facts, m: Matrix, pkg: PyPackage, gpus: list[Gpu], exe:
     if not known:
         return
     builds = f"PyTorch build for CUDA {major[0]}.x" if major else "PyTorch build of any release"
-    for g in gpus:
+    for same in _models(gpus):
+        g = same[0]
         cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
         if not cc or any(_supports(cc, v["arch_list"], v.get("ptx")) for v in known):
             continue
@@ -396,7 +409,7 @@ def _arch_unknown(facts: Facts, m: Matrix, pkg: PyPackage, gpus: list[Gpu], exe:
                       f"This build's arch list is not in the matrix, but no {builds} that "
                       f"the matrix knows carries code for sm_{cc.replace('.', '')} (the oldest target among them is "
                       f"sm_{oldest.replace('.', '')}); `gpu-doctor check --deep` reads the real list.",
-                      [_cc_evidence(g, cc),
+                      [*(_cc_evidence(x, cc) for x in same),
                        Evidence("python_envs.packages", f"{label(pkg)} cuda={pkg.cuda}")],
                       fix="Confirm with `gpu-doctor check --deep`; an older PyTorch release (or a CUDA 11 build) may "
                           "still support this GPU (`gpu-doctor matrix gpu NAME`).")
@@ -454,11 +467,12 @@ def toolkit_arch(facts: Facts, ctx: Context) -> Iterator[Finding]:
         if not row:
             continue
         sms = row.get("sm", [])
-        for g in gpus:
+        for same in _models(gpus):
+            g = same[0]
             cc = g.compute_capability or (m.gpu(g.name) or {}).get("compute_capability")
             if not cc:
                 continue
-            evidence = [_cc_evidence(g, cc),
+            evidence = [*(_cc_evidence(x, cc) for x in same),
                         Evidence("toolkits", f"{t.version} {t.root}", t.source), *row_evidence([row], "sm_support")]
             if cc in sms:
                 yield ok("toolkit.gpu_arch_unsupported", f"CUDA {major_minor(t.version)} compiles for {g.name} "
@@ -657,7 +671,12 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
         if rule == "jax":
             evidence += row_evidence([r for r in m.rows("jax", "jax") if r.get("version") == p.version][:1], "jax")
         if _cudnn_ok(rule, vtuple(built), vtuple(loaded)):
-            yield ok("cudnn.version_mismatch", f"{label(p)} (cuDNN {need}) gets cuDNN {loaded}", *evidence)
+            # torch reports what it loaded in three parts (91900): the title compares at that precision, so
+            # that it never reads "≥ 9.19.0.56 gets 9.19.0"; the evidence keeps the pin whole
+            parts = len(vtuple(loaded))
+            shown = need if rule == "tf1" or parts >= len(vtuple(built)) else \
+                "≥ " + ".".join(str(x) for x in vtuple(built)[:parts])
+            yield ok("cudnn.version_mismatch", f"{label(p)} (cuDNN {shown}) gets cuDNN {loaded}", *evidence)
             continue
         says = {
             "torch": f"torch raises 'cuDNN version incompatibility: PyTorch was compiled against {built} but found "
@@ -692,24 +711,30 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
 @check("cudnn.cuda_mismatch", "cuDNN", "Each system cuDNN supports the installed CUDA toolkit.", static=True)
 def cudnn_cuda_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
     m = _matrix(ctx)
-    system = [c for c in facts.cudnn if c.source in ("header", "library") and c.version]
-    toolkits = [t for t in facts.toolkits if t.version and t.source != "pip"]
+    system = beliefs.cudnn_by_version(facts, ("header", "library"))
+    # One verdict per (cuDNN version, CUDA major.minor): the same toolkit may be found under two roots too.
+    toolkits: dict[str, list[Toolkit]] = {}
+    for t in facts.toolkits:
+        if t.version and t.source != "pip":
+            toolkits.setdefault(major_minor(t.version) or t.version, []).append(t)
     if not system or not toolkits:
         raise NotApplicable("needs a system cuDNN and a system CUDA toolkit")
-    for c in system:
-        if len(vtuple(c.version)) < 2:
+    for version, places in system:
+        if len(vtuple(version)) < 2:
             continue  # "8" (from cudnn64_8.dll) cannot be placed among the 8.x rows
-        row = m.cudnn(c.version or "")
+        row = m.cudnn(version)
         if not row:
             continue
-        for t in toolkits:
-            evidence = [Evidence("cudnn", f"{c.version} ({c.location})", c.source),
-                        Evidence("toolkits", f"{t.version} {t.root}", t.source), *row_evidence([row], "cudnn")]
-            if any(cuda_in(t.version or "", spec) for spec in row.get("cuda", [])):
-                yield ok("cudnn.cuda_mismatch", f"cuDNN {c.version} supports CUDA {major_minor(t.version)}", *evidence)
+        for cuda, roots in toolkits.items():
+            evidence = [*(Evidence("cudnn", f"{version} ({c.location})", c.source) for c in places),
+                        *(Evidence("toolkits", f"{t.version} {t.root}", t.source) for t in roots),
+                        *row_evidence([row], "cudnn")]
+            if any(cuda_in(roots[0].version or "", spec) for spec in row.get("cuda", [])):
+                yield ok("cudnn.cuda_mismatch", f"cuDNN {version} supports CUDA {cuda}", *evidence)
             else:
+                t = roots[0]
                 yield finding("cudnn.cuda_mismatch", "warn",
-                              f"cuDNN {c.version} does not list CUDA {major_minor(t.version)} as supported "
+                              f"cuDNN {version} does not list CUDA {cuda} as supported "
                               f"(it supports {', '.join(row.get('cuda', []))})",
                               "A cuDNN built for another CUDA major fails to load its CUDA libraries, or mixes "
                               "two CUDA runtimes in one process.", evidence,

@@ -244,7 +244,7 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
         def version(c: Cudnn) -> str:  # an image tag like …-cudnn-runtime names cuDNN but not its version
             return c.version or ("cuDNN (version not in the tag)" if c.source == "image" else "version unknown")
 
-        shown = ", ".join(f"{version(c)} ({c.source}: {c.location})" for c in facts.cudnn[:3])
+        shown = _cudnn_shown(facts)
         absent = list(_major_absent(facts, ctx))
         for exe, p, built in absent:
             major = vtuple(built)[0]
@@ -261,7 +261,8 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 intents=[ReinstallFramework(exe, p.name, p.version, reason="cudnn")])
         if not absent:
             yield ok("cudnn.missing", f"cuDNN found: {shown}",
-                     *[Evidence(f"cudnn[{i}]", version(c), c.source) for i, c in enumerate(facts.cudnn)])
+                     *[Evidence(f"cudnn[{i}]", f"{version(c)} ({c.location})" if c.location else version(c),
+                                c.source) for i, c in enumerate(facts.cudnn)])
         return
     owners = [(e, p) for e, p in frameworks(facts) if p.name in NEEDS_CUDNN and p.cpu_only is False]
     needy = [p for _e, p in owners]
@@ -287,6 +288,23 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
                for major in sorted({(p.cuda or "12").split(".")[0] for p in needy})],
         intents=[ReinstallFramework(e, p.name, p.version, reason="cudnn") for e, p in owners],
     )
+
+
+def _cudnn_shown(facts: Facts) -> str:
+    """Each cuDNN version once, with where it was first found and how many other places hold it: one package puts
+    its version in two headers and two or three library names, a title names the version."""
+    def one(c: Cudnn) -> str:  # an image tag like …-cudnn-runtime names cuDNN but not its version
+        return c.version or ("cuDNN (version not in the tag)" if c.source == "image" else "version unknown")
+
+    groups: dict[str, list[Cudnn]] = {}
+    for c in facts.cudnn:
+        groups.setdefault(one(c), []).append(c)
+    parts = []
+    for shown, places in list(groups.items())[:3]:
+        more = f" and {len(places) - 1} more" if len(places) > 1 else ""
+        parts.append(f"{shown} ({places[0].source}: {places[0].location}{more})")
+    rest = len(groups) - 3
+    return ", ".join(parts) + (f", and {rest} other version(s)" if rest > 0 else "")
 
 
 def _major_absent(facts: Facts, ctx: Context) -> Iterator[tuple[str, PyPackage, str]]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union, overload
 if TYPE_CHECKING:  # the active tests' facts are read only from a snapshot that has them (see _hints)
     from doctor.model.facts_active import ActiveFacts
 from doctor.model.records import dataclass
-from doctor.model.versions import cudnn_version
+from doctor.model.versions import cuda_version, cudnn_version
 from doctor.safeio import InputError, load_json, package_data
 
 FACTS_SCHEMA = "gpu-doctor.facts/v1"
@@ -134,6 +134,14 @@ class Gpu:
     mig_devices: list[MigDevice] = field(default_factory=list)
     source: str | None = None  # nvml | nvidia-smi | pci
 
+    def __post_init__(self) -> None:
+        # One representation of the PCI device id, whichever source gave it: NVML and sysfs give 0x233010DE,
+        # nvidia-smi -q -x 233010DE (the H100 of issue 24 had both, in one report and its nvidia-smi).
+        d = self.pci_device_id
+        if isinstance(d, str) and len(d) in (8, 10) and d[:-8] in ("", "0x", "0X") \
+                and all(c in "0123456789abcdefABCDEF" for c in d[-8:]):
+            object.__setattr__(self, "pci_device_id", "0x" + d[-8:].upper())
+
 
 @dataclass(frozen=True)
 class Toolkit:
@@ -180,10 +188,12 @@ class DeepResult:
     arch_list: list[str] | None = None
 
     def __post_init__(self) -> None:
-        # One representation of a cuDNN version: torch answers an integer (92400), and a snapshot of an
-        # earlier release may hold it undecoded.
+        # One representation of a version: torch answers cuDNN as an integer (92400), CuPy its CUDA runtime
+        # (13020), and a snapshot of an earlier release may hold either undecoded.
         if self.cudnn is not None:
             object.__setattr__(self, "cudnn", cudnn_version(self.cudnn))
+        if self.cuda is not None:
+            object.__setattr__(self, "cuda", cuda_version(self.cuda))
 
 
 @dataclass(frozen=True)
@@ -197,6 +207,10 @@ class PyPackage:
     arch_list: list[str] | None = None
     loaded_libraries: list[str] | None = None
     deep: DeepResult | None = None
+
+    def __post_init__(self) -> None:
+        if self.cuda is not None:  # one representation of a CUDA version (13020 -> 13.2), as DeepResult's
+            object.__setattr__(self, "cuda", cuda_version(self.cuda))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, TypeVar, Union, overload
 
-from doctor.model.versions import cudnn_version
+from doctor.model.versions import cuda_version, cudnn_version, nccl_version
 
 # --- shared ------------------------------------------------------------------------------------
 
@@ -291,6 +291,8 @@ class FrameworkRun:
     def __post_init__(self) -> None:
         if self.cudnn is not None:  # one representation of a cuDNN version (torch answers 92400)
             object.__setattr__(self, "cudnn", cudnn_version(self.cudnn))
+        if self.cuda is not None:  # and of a CUDA version (CuPy's runtimeGetVersion() answers 13020)
+            object.__setattr__(self, "cuda", cuda_version(self.cuda))
 
 
 @dataclass(frozen=True)
@@ -335,6 +337,7 @@ class TorchRun:
     installed: bool | None = None
     version: str | None = None
     cuda: str | None = None
+    nccl: str | None = None  # torch.cuda.nccl.version() (smoke --nccl)
     gpu_name: str | None = None
     ok: bool | None = None
     alloc: dict[str, str | None] = field(default_factory=dict)  # PYTORCH_CUDA_ALLOC_CONF, backend
@@ -356,6 +359,13 @@ class TorchRun:
     error: FrameworkError | None = None
     last_step: str | None = None
     end: ActiveEnd | None = None
+
+    def __post_init__(self) -> None:
+        # One representation of each version, whatever form the child's torch answered it in.
+        if self.cuda is not None:
+            object.__setattr__(self, "cuda", cuda_version(self.cuda))
+        if self.nccl is not None:
+            object.__setattr__(self, "nccl", nccl_version(self.nccl))
 
 
 # --- tools the doctor hands over to (smoke --level 3) ------------------------------------------

@@ -95,6 +95,8 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
     rec.source("toolkits", "probes: CUDA_HOME, CUDA_PATH, /usr/local/cuda*, /opt/cuda*, distro, conda, pip wheels")
     pci = driver.scan_pci(host, rec)
     host_info = replace(host_info, pci_nvidia_gpus=None if pci is None else len(pci))
+    if pci is not None:
+        rec.source("host.pci_nvidia_gpus", driver.PCI_SOURCE)
     gpus = driver.probe_gpus(host, rec, native, smi)
     drv = driver.probe_driver(host, rec, native, loader, smi, host_info.kernel, logs)
     cudnn_int = (native or {}).get("cudnn_version_int")

@@ -196,11 +196,15 @@ HEADER_DIRS = ("/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/include/aa
 def probe_cudnn(host: Host, rec: Recorder, toolkits: list[Toolkit], loader: LoaderInfo,
                 envs: list[PythonEnv], cudnn_int: int | None) -> list[Cudnn]:
     found: list[Cudnn] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
 
-    def add(version: str | None, location: str, source: str) -> None:
-        if version and location not in seen:
-            seen.add(location)
+    def add(version: str | None, location: str, source: str, file: str | None = None) -> None:
+        # One file is one finding, whatever name reached it: /lib is /usr/lib on a merged-/usr system, Ubuntu's
+        # cudnn_version.h is an alternatives link to cudnn_version_v9.h, libcudnn.so.9 (what cudnnGetVersion
+        # answered through) is libcudnn.so.9.x.y. The same file reporting another version is kept: that is news.
+        key = (host.realpath(file) if file else location, version or "")
+        if version and key not in seen:
+            seen.add(key)
             found.append(Cudnn(version=version, location=location, source=source))
 
     dirs = [*HEADER_DIRS, *(f"{t.root}/include" for t in toolkits if t.source != "pip")]
@@ -208,16 +212,17 @@ def probe_cudnn(host: Host, rec: Recorder, toolkits: list[Toolkit], loader: Load
         for name in host.listdir(d):  # /usr/include holds thousands of headers: the prefix test first
             if name.startswith("cudnn") and re.fullmatch(r"cudnn_version(_v\d+)?\.h|cudnn(_v\d+)?\.h", name):
                 text = host.try_read(f"{d}/{name}")
-                add(parsers.parse_cudnn_header(text or ""), f"{d}/{name}", "header")
+                add(parsers.parse_cudnn_header(text or ""), f"{d}/{name}", "header", f"{d}/{name}")
     lib_dirs = [*MULTIARCH_DIRS, *(f"{t.root}/lib64" for t in toolkits if t.source != "pip")]
     lib_dirs += [d for d in (host.getenv("LD_LIBRARY_PATH") or "").split(":") if d]
     for d in dict.fromkeys(lib_dirs):
         for name in host.listdir(d):
             m = re.fullmatch(r"libcudnn\.so\.(\d+\.\d+\.\d+)", name) if name.startswith("libcudnn.so.") else None
             if m:
-                add(m.group(1), f"{d}/{name}", "library")
+                add(m.group(1), f"{d}/{name}", "library", f"{d}/{name}")
     if cudnn_int and loader.libcudnn:
-        add(cudnn_from_int(cudnn_int), loader.libcudnn.path + " (cudnnGetVersion)", "library")
+        add(cudnn_from_int(cudnn_int), loader.libcudnn.path + " (cudnnGetVersion)", "library",
+            loader.libcudnn.path)
     for env in envs:
         for pkg in env.packages:
             if re.fullmatch(r"nvidia-cudnn-cu\d+", pkg.name):

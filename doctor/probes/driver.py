@@ -333,7 +333,10 @@ def probe_gpus(host: Host, rec: Recorder, native: dict[str, Any] | None, smi: di
     if smi and smi.get("gpus"):
         rec.source("gpus", "cmd:nvidia-smi -q -x")
         return [_gpu(g) for g in smi["gpus"]]
-    return scan_pci(host, rec) or []
+    pci = scan_pci(host, rec)
+    if pci:
+        rec.source("gpus", PCI_SOURCE)
+    return pci or []
 
 
 def _gpu(raw: dict[str, Any]) -> Gpu:
@@ -343,6 +346,9 @@ def _gpu(raw: dict[str, Any]) -> Gpu:
     reasons = raw.get("throttle_reasons")
     fields["throttle_reasons"] = list(reasons) if isinstance(reasons, list) else None
     return Gpu(**fields)
+
+
+PCI_SOURCE = "file:/sys/bus/pci/devices"
 
 
 def scan_pci(host: Host, rec: Recorder) -> list[Gpu] | None:
@@ -361,6 +367,6 @@ def scan_pci(host: Host, rec: Recorder) -> list[Gpu] | None:
         device = (host.try_read(f"{dev}/device") or "").strip().lower()
         dev_id = f"0x{device[2:].upper()}10DE" if device.startswith("0x") else None
         gpus.append(Gpu(pci_bus_id=dev.rsplit("/", 1)[-1], pci_device_id=dev_id, source="pci"))
-    if gpus:
-        rec.source("gpus", "file:/sys/bus/pci/devices")
+    # No source recorded here: the scan also runs to count the GPUs on the bus, and the GPU list's source is
+    # whichever probe gave the list (NVML first): probe_gpus records it.
     return gpus

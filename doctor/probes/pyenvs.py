@@ -125,7 +125,7 @@ def _pyenv_target(host: Host, exe: str, name: str) -> str | None:
     from the current directory ($PYENV_DIR) upwards, else $PYENV_ROOT/version; each names one or more versions
     (the first installed one wins), installed under $PYENV_ROOT/versions/<version>."""
     try:
-        head = host.read_text(exe, _SHIM_MAX)
+        head = host.read_head(exe, _SHIM_MAX).decode("utf-8", "replace")  # an interpreter is MBs: only its head
     except (OSError, ValueError):
         return None
     if not head.startswith("#!") or "pyenv" not in head or " exec " not in head:

@@ -383,7 +383,7 @@ def refused(g: ActiveGpu, nvml_error: str | None = None) -> Finding:
         who = ", ".join(f"{p.name or '?'} (pid {p.pid}, "
                         f"{_mib(p.used_bytes) if p.used_bytes is not None else '? MiB'})"
                         for p in procs)
-        title = f"{label(g)}: the OOM probe did not run: {who} use(s) this GPU"
+        title = f"{label(g)}: the OOM probe did not run: {who} {'uses' if len(procs) == 1 else 'use'} this GPU"
     elif reason == "memory_in_use":
         title = (f"{label(g)}: the OOM probe did not run: {_mib(before.memory_used)} of "
                  f"{_mib(before.memory_total)} are in use, by processes NVML does not list (another "
