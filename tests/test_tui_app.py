@@ -966,11 +966,18 @@ def styles_of(app: DoctorApp) -> dict[str, object]:
     return out
 
 
-@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
-@pilot_test
-async def test_the_first_frame_is_styled_as_a_full_styling_of_the_screen_styles_it(size: tuple[int, int]) -> None:
+@pytest.mark.parametrize(("size", "no_color"), [((120, 40), False), ((80, 24), False), ((120, 40), True)])
+def test_the_first_frame_is_styled_as_a_full_styling_of_the_screen_styles_it(
+        size: tuple[int, int], no_color: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The main screen's first resume does not style it all again (issue 23: ~15 ms of the first frame); the app
-    does it once the first frame is on screen. It must change nothing there: the first frame was right."""
+    does it once the first frame is on screen. It must change nothing there: the first frame was right (NO_COLOR:
+    the monochrome theme, set before the first frame)."""
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    asyncio.run(_first_frame_styles(size))
+
+
+async def _first_frame_styles(size: tuple[int, int]) -> None:
     first: dict[str, object] = {}
     applied: list[object] = []
 
