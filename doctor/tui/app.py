@@ -77,9 +77,11 @@ class MainScreen(Screen[None]):
         self._resumed = False
 
     def post_message(self, message: Message) -> bool:
-        if isinstance(message, events.ScreenResume) and message.refresh_styles and not self._resumed:
+        # getattr: a Textual without the attribute restyles as it always did (and the app once more after it)
+        if isinstance(message, events.ScreenResume) and getattr(message, "refresh_styles", False) and \
+                not self._resumed:
             self._resumed = True
-            message = events.ScreenResume(refresh_styles=False)
+            message.refresh_styles = False
         return super().post_message(message)
 
 
