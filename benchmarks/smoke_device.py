@@ -44,12 +44,12 @@ MIB = 1 << 20
 BLOCK = 256
 
 
-def steps(size_mib: int) -> dict[str, Any]:
-    """The real smoke child, every event line stamped with the seconds since the child started."""
-    opts = {"mode": "smoke", "gpus": "all", "size_mib": size_mib}
+def steps(size_mib: int, mode: str = "smoke", tree: Path = REPO) -> dict[str, Any]:
+    """The real smoke (or OOM) child of ``tree``, every event line stamped with the seconds since it started."""
+    opts = {"mode": mode, "gpus": "all", "size_mib": size_mib}
     argv = [sys.executable, "-m", "doctor.active.gpu_child", json.dumps(opts)]
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tree)
     assert proc.stdout is not None
     events = []
     for line in proc.stdout:
@@ -64,7 +64,8 @@ def steps(size_mib: int) -> dict[str, Any]:
     marks = [e for e in events if e["event"] == "step"] + [{"t": total, "step": "(exit)"}]
     for a, b in itertools.pairwise(marks):
         timeline.append({"step": a["step"], "seconds": round(b["t"] - a["t"], 4)})
-    return {"size_mib": size_mib, "total_s": round(total, 4), "returncode": proc.returncode, "timeline": timeline,
+    return {"mode": mode, "tree": str(tree), "size_mib": size_mib, "total_s": round(total, 4),
+            "returncode": proc.returncode, "timeline": timeline,
             "events": events, "stderr": proc.stderr.read()[-2000:] if proc.stderr else ""}
 
 
@@ -151,14 +152,20 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=default, help="write the results as JSON here")
     ap.add_argument("--steps-mib", type=int, action="append", default=[],
                     help="part 1's buffer size (--size-mib of the smoke test); repeat to compare (default 256)")
+    ap.add_argument("--oom", action="store_true", help="part 1 also times the OOM probe's child")
+    ap.add_argument("--tree", type=Path, action="append", default=[],
+                    help="part 1 also runs the children of this other source tree (holding doctor/), to compare")
     ap.add_argument("--no-steps", action="store_true", help="skip part 1 (the smoke child's timeline)")
     ap.add_argument("--no-copy", action="store_true", help="skip part 2 (the copy kernels)")
     args = ap.parse_args()
     result: dict[str, Any] = {}
     if not args.no_steps:
-        result["steps"] = [steps(mib) for mib in args.steps_mib or [256]]
+        modes = ["smoke", "oom"] if args.oom else ["smoke"]
+        result["steps"] = [steps(mib, mode, tree) for tree in [REPO, *args.tree] for mode in modes
+                           for mib in (args.steps_mib or [256] if mode == "smoke" else [256])]
         for run in result["steps"]:
-            print(f"smoke child, {run['size_mib']} MiB: {run['total_s']:.3f} s, exit {run['returncode']}")
+            print(f"{run['mode']} child of {run['tree']}, {run['size_mib']} MiB: {run['total_s']:.3f} s, "
+                  f"exit {run['returncode']}")
             for row in run["timeline"]:
                 print(f"  {row['seconds']:7.3f} s  {row['step']}")
     if args.no_copy:

@@ -191,6 +191,9 @@ def test_deep_cupy_runtime_is_a_cuda_version_not_an_integer(capsys: pytest.Captu
            "cuDNN 9.19.0\n" in text
     code, judged = report_of(capsys, report)
     assert (code, judged["status"]) == (0, "ok")
+    # torch answers cudnn.version() 91900: three parts, compared and shown at that precision (not "≥ 9.19.0.56
+    # gets 9.19.0", which reads as a contradiction); the evidence keeps the whole pin
+    assert titles(judged, "cudnn.version_mismatch") == [("ok", "torch 2.11.0 (cuDNN ≥ 9.19.0) gets cuDNN 9.19.0")]
     # The wheel's name says CUDA 13; the runtime itself says 13.2, which driver 580 runs by minor-version
     # compatibility (13.2 GA asks for 595.45.04).
     assert ("ok", "cupy-cuda13x 14.2.0 runs on driver 580.159.04 (minor-version)") in \

@@ -19,6 +19,7 @@ from doctor.matrix import bundled
 
 RUNS = DATA / "smoke-device"
 BEFORE, AFTER = RUNS / "h100-580-2026-11-27-before.json", RUNS / "h100-580-2026-11-27-after.json"
+OOM = RUNS / "h100-580-2026-11-27-oom.json"
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -69,3 +70,24 @@ def test_one_more_gpu_costs_the_smoke_test_under_two_seconds() -> None:
     for steps in load(AFTER)["steps"]:
         assert steps["returncode"] == 0
         assert per_gpu_seconds(steps) < 2.0
+
+
+def test_the_oom_probe_finds_the_largest_block_of_an_idle_h100_in_two_calls_not_seventeen() -> None:
+    runs = {(r["mode"], "old" if r["tree"].endswith("old") else "new"): r for r in load(OOM)["steps"]}
+    assert all(r["returncode"] == 0 for r in runs.values())
+
+    def calls(run: dict[str, Any]) -> int:
+        last = [e["step"] for e in run["events"] if (e["step"] or "").startswith("largest single allocation: ")][-1]
+        return int(last.rsplit("(", 1)[1].split()[0])
+
+    old, new = runs["oom", "old"], runs["oom", "new"]
+    assert (calls(old), calls(new)) == (17, 2)
+    # each granted multi-GB allocation costs ~0.27 s on the H100: the search was 4 of the probe's 5 seconds
+    assert old["total_s"] > 4 and new["total_s"] < 2
+    # both searches end on the same block: "between 80550 and 80550 MiB"
+
+    def found(run: dict[str, Any]) -> str:
+        last = [e["step"] for e in run["events"] if (e["step"] or "").startswith("largest single allocation: ")][-1]
+        return last.split("between ", 1)[1].split(" MiB")[0]
+
+    assert found(old) == found(new) == "80550 and 80550"

@@ -953,6 +953,57 @@ async def test_the_key_bar_shows_the_keys_in_the_first_frame_and_recomposes_only
         assert "Export" not in shown and "Quit" in shown
 
 
+def styles_of(app: DoctorApp) -> dict[str, object]:
+    """Every node of the main screen, keyed by its path, with the rules styling it and its components."""
+    out: dict[str, object] = {}
+    for node in app.screen_stack[0].walk_children(with_self=True):
+        components = {name: node.get_component_styles(name).get_rules()
+                      for name in sorted(node._get_component_classes())}  # Textual's own list
+        key = "/".join(f"{n.__class__.__name__}#{n.id}" for n in reversed(node.ancestors_with_self))
+        while key in out:
+            key += "'"
+        out[key] = (node.styles.base.get_rules(), components)  # the stylesheet's (the app sets some inline)
+    return out
+
+
+@pytest.mark.parametrize(("size", "no_color"), [((120, 40), False), ((80, 24), False), ((120, 40), True)])
+def test_the_first_frame_is_styled_as_a_full_styling_of_the_screen_styles_it(
+        size: tuple[int, int], no_color: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The main screen's first resume does not style it all again (issue 23: ~15 ms of the first frame); the app
+    does it once the first frame is on screen. It must change nothing there: the first frame was right (NO_COLOR:
+    the monochrome theme, set before the first frame)."""
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    asyncio.run(_first_frame_styles(size))
+
+
+async def _first_frame_styles(size: tuple[int, int]) -> None:
+    first: dict[str, object] = {}
+    applied: list[object] = []
+
+    class Watching(RecordingApp):
+        def on_ready(self) -> None:
+            first.update(styles_of(self))
+            super().on_ready()
+
+    app = Watching(example_sources())
+    apply = app.stylesheet.apply
+
+    def counting(node: Any, **kwargs: Any) -> None:
+        if not app._shown and type(node).__name__ == "FooterKey":
+            applied.append(node)
+        apply(node, **kwargs)
+
+    app.stylesheet.apply = counting  # type: ignore[method-assign]
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        assert first and app._shown
+        assert styles_of(app) == first
+        keys = list(app.screen.query("FooterKey"))
+        assert len(keys) >= 5 and all(k.has_class("-compact") for k in keys)
+        assert sorted(map(id, applied)) == sorted(map(id, keys))  # each key styled once for the first frame
+
+
 @pilot_test
 async def test_the_views_not_shown_at_first_make_their_widgets_when_shown() -> None:
     app = RecordingApp(example_sources(), index=index_of("healthy-8x-h100"))

@@ -83,6 +83,27 @@ def test_bare_command_piped_runs_check(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _dispatch(monkeypatch, tty=False) == ["check"]
 
 
+def test_the_tui_runs_with_a_short_thread_switch_interval_and_gives_the_callers_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each frame reaches the terminal about a millisecond after it is drawn (Textual's writer thread waits for
+    the interpreter at most that long; Python's default is 5 ms, the first frame's included): set for the app's
+    run, the caller's interval back afterwards, and the collector too."""
+    import gc
+
+    import doctor.commands.tui as tui_cmd
+
+    during: list[tuple[float, bool]] = []
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(tui_cmd, "end_on_hangup", lambda app: None)
+    monkeypatch.setattr(tui_cmd, "terminal_hung_up", lambda: False)
+    monkeypatch.setattr(tui_cmd, "run_app", lambda app: during.append((sys.getswitchinterval(), gc.isenabled())))
+    before = sys.getswitchinterval()
+    assert cli.main(["demo"]) == cli.EXIT_OK
+    assert during == [(tui_cmd.SWITCH_INTERVAL, False)] and tui_cmd.SWITCH_INTERVAL <= 0.001
+    assert sys.getswitchinterval() == before and gc.isenabled()
+
+
 def test_tui_without_a_terminal_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
     path = Path(__file__).parent.parent / "doctor" / "examples" / "healthy-8x-h100.json"
     assert cli.main(["tui", "--facts", str(path)]) == cli.EXIT_USAGE
@@ -343,3 +364,36 @@ def test_the_tuis_first_frame_imports_neither_the_engine_nor_the_dialogs() -> No
             "'textual.widgets._data_table', 'textual.widgets._log') if m in sys.modules)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_what_the_first_frame_of_tui_and_demo_imports_leaves_out_the_host_and_what_it_never_draws() -> None:
+    """Up to the first frame of `gpu-doctor demo` (headless), after the arguments of `tui` and of `demo` were
+    turned into sources as the commands do: no host layer (ctypes) when there is no --root or --python to check
+    (the GPUs are sampled after the first frame), no importlib.resources for the examples' list, no emoji table
+    for the tree's hidden root label, no engine (issue 23, start-up). The sampler still samples."""
+    code = """if True:
+        import asyncio, sys
+        from doctor.cli import build_parser
+        from doctor.commands import tui
+        from doctor.tui.app import DoctorApp
+
+        _, _, sampler = tui.tui_sources(build_parser(only="tui").parse_args(["tui"]))
+        sources, index, _ = tui.demo_sources(build_parser(only="demo").parse_args(["demo"]))
+        seen = []
+
+        class First(DoctorApp):
+            def on_ready(self):
+                seen.extend(m for m in ("doctor.host", "ctypes", "importlib.resources", "rich._emoji_codes",
+                                        "doctor.engine", "doctor.model.facts") if m in sys.modules)
+                self.exit()
+
+        async def main():
+            async with First(sources, index=index).run_test(size=(120, 40)) as pilot:
+                await pilot.pause()
+
+        asyncio.run(main())
+        print(",".join(seen))
+        print(type(sampler()).__name__, "doctor.host" in sys.modules)
+        """
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.splitlines() == ["", "GpuSample True"], result.stderr[-2000:]

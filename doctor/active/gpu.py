@@ -112,9 +112,13 @@ def _measurement_line(g: int | None, data: dict[str, Any]) -> str | None:
             extra = f", device→host {data['d2h_gbs']:.1f} GB/s" if key == "h2d_gbs" and data.get("d2h_gbs") else ""
             return who + fmt.format(data[key]) + extra
     if data.get("largest_block") is not None:
-        return f"{who}largest single allocation {data['largest_block'] >> 20:,} MiB ({data['largest_calls']} calls)"
+        return f"{who}largest single allocation {data['largest_block'] >> 20:,} MiB ({_calls(data['largest_calls'])})"
     if data.get("total_allocatable") is not None:
-        return f"{who}total allocatable {data['total_allocatable'] >> 20:,} MiB ({data['total_calls']} calls)"
+        return f"{who}total allocatable {data['total_allocatable'] >> 20:,} MiB ({_calls(data['total_calls'])})"
     return None
+
+
+def _calls(n: object) -> str:
+    return "1 call" if n == 1 else f"{n} calls"
 
 

@@ -671,7 +671,12 @@ def cudnn_version_mismatch(facts: Facts, ctx: Context) -> Iterator[Finding]:
         if rule == "jax":
             evidence += row_evidence([r for r in m.rows("jax", "jax") if r.get("version") == p.version][:1], "jax")
         if _cudnn_ok(rule, vtuple(built), vtuple(loaded)):
-            yield ok("cudnn.version_mismatch", f"{label(p)} (cuDNN {need}) gets cuDNN {loaded}", *evidence)
+            # torch reports what it loaded in three parts (91900): the title compares at that precision, so
+            # that it never reads "≥ 9.19.0.56 gets 9.19.0"; the evidence keeps the pin whole
+            parts = len(vtuple(loaded))
+            shown = need if rule == "tf1" or parts >= len(vtuple(built)) else \
+                "≥ " + ".".join(str(x) for x in vtuple(built)[:parts])
+            yield ok("cudnn.version_mismatch", f"{label(p)} (cuDNN {shown}) gets cuDNN {loaded}", *evidence)
             continue
         says = {
             "torch": f"torch raises 'cuDNN version incompatibility: PyTorch was compiled against {built} but found "

@@ -53,6 +53,11 @@ def run(name: str, args: argparse.Namespace) -> int:
     # Start-up allocates much and frees little (Textual's import, the widgets, the first frame): the cyclic garbage
     # collector would only walk it again and again. It is off until the first frame is on screen (issue 23).
     gc.disable()
+    # Textual hands each frame to a writer thread, which waits for the interpreter while the main thread goes on
+    # (the next messages, the diagnosis): by default up to 5 ms, the first frame's included. While the app runs
+    # the threads take turns every millisecond: each frame reaches the terminal ~1 ms after it is drawn.
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, SWITCH_INTERVAL))
     try:
         from doctor.tui.app import DoctorApp
 
@@ -61,6 +66,7 @@ def run(name: str, args: argparse.Namespace) -> int:
         run_app(app)
     finally:
         gc.enable()
+        sys.setswitchinterval(switch)
     if app.return_code == HANGUP_EXIT or terminal_hung_up():
         from doctor.cli import detach_from_terminal
 
@@ -70,6 +76,7 @@ def run(name: str, args: argparse.Namespace) -> int:
 
 
 HANGUP_EXIT = 129  # 128 + SIGHUP, as the shell reports a program its hang-up ended
+SWITCH_INTERVAL = 0.001  # seconds: the interpreter's thread switch interval while the TUI runs (Python's: 0.005)
 
 
 def end_on_hangup(app: object, grace: float = 2.0) -> None:
@@ -203,15 +210,22 @@ def tui_sources(args: argparse.Namespace) -> tuple[list[Source], int, Callable[[
         facts = load_facts_file(path)  # a bad file is a one-line error before the screen opens
         return [Source(title=f"snapshot {path}", facts=facts, load=lambda: load_facts_file(path),
                        origin=f"file {path}")], 0, None
-    host = host_from_args(args)  # validates --root and --python now, not inside the TUI
+    # --root and --python are checked now (a one-line error, not inside the TUI). Without them there is nothing to
+    # check, and this machine's host (doctor.host, ctypes) is made when the GPUs are first sampled, after the first
+    # frame (issue 23, start-up); the probes make their own (collect_from_args).
+    host = host_from_args(args) if args.root is not None or args.python else None
     sampler: Callable[[], GpuSample] | None = None
-    if host.live:
-        from doctor.pipeline import sample_gpus
+    if host is None or host.live:
+        made: list[Any] = [] if host is None else [host]
 
         def sample() -> GpuSample:
-            return sample_gpus(host)
+            from doctor.pipeline import sample_gpus
+
+            if not made:  # one sampling at a time (the app's worker): no race
+                made.append(host_from_args(args))
+            return sample_gpus(made[0])
 
         sampler = sample
 
-    return [Source(title="this machine", live=host.live, load=lambda: collect_from_args(args),
+    return [Source(title="this machine", live=host is None or host.live, load=lambda: collect_from_args(args),
                    origin="this machine")], 0, sampler

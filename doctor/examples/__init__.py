@@ -7,9 +7,9 @@ examples are data, usable from any command.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING
+
+from doctor.model.records import dataclass
 
 if TYPE_CHECKING:
     from doctor.model.facts import Facts
@@ -17,11 +17,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Example:
+    """One bundled example host: its snapshot's name, a title and a line saying what it shows."""
+
     name: str  # the file name without .json; also `gpu-doctor demo NAME`
     title: str
     description: str
 
     def text(self) -> str:
+        from importlib import resources  # when an example is read: `demo` lists them before its first frame
+
         return resources.files(__name__).joinpath(f"{self.name}.json").read_text(encoding="utf-8")
 
     def facts(self) -> Facts:

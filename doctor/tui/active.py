@@ -11,8 +11,9 @@ live log and, at the end, the findings. :func:`engine_runner` is the real one; t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from doctor.model.records import dataclass
 
 if TYPE_CHECKING:
     from doctor.active.events import Event, Log, Outcome, Progress
@@ -39,6 +40,8 @@ __all__ = ["NOT_AVAILABLE", "OOM", "SMOKE", "TESTS", "ActiveTest", "Event", "Log
 
 @dataclass(frozen=True)
 class ActiveTest:
+    """One active test as the TUI offers it: its id, its name, what it does, the question asked before it runs."""
+
     id: str
     title: str
     what: str

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from doctor.model.records import dataclass, field
 from doctor.model.severity import LEVELS, STATUS_MARKS
 
 if TYPE_CHECKING:

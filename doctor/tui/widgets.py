@@ -9,7 +9,6 @@ their stylesheets) the first time their tab is shown (:class:`Deferred`). The mo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
@@ -18,8 +17,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Footer, Static, Tree  # each imports its own module only (textual.widgets is lazy)
+from textual.widgets._footer import FooterKey  # the keys of the footer (not exported by textual.widgets)
 from textual.widgets.tree import TreeNode
 
+from doctor.model.records import dataclass
 from doctor.safeio import visible
 from doctor.tui import active, model
 from doctor.tui.model import MARKS, AreaView, Source
@@ -105,7 +106,12 @@ class KeyBar(Footer):
 
     def compose(self) -> ComposeResult:
         self._composed = self.shown()
-        yield from super().compose()
+        for widget in super().compose():
+            if isinstance(widget, FooterKey):
+                # The class its `compact` watcher sets once mounted (the footer's compact, bound to each key), set
+                # before its first styling: the watcher then finds it in place and does not style the key again.
+                widget.set_class(self.compact, "-compact", update=False)
+            yield widget
 
     def bindings_changed(self, screen: Screen[Any]) -> None:
         if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
@@ -139,7 +145,7 @@ class FindingsTree(Tree[Node]):
     ]
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__("report", **kwargs)
+        super().__init__(Text("report"), **kwargs)  # a Text: a str label is parsed as markup (rich's emoji table)
         self.show_root = False
         self.guide_depth = 2
 
