@@ -64,10 +64,12 @@ class ChildInput:
 
     def __init__(self) -> None:
         self.read_fd, self._write_fd = os.pipe()  # both close-on-exec; the child gets a dup of read_fd as fd 0
+        self.sent_at: float | None = None  # time.monotonic() of send(): the child's own work starts there
 
     def send(self, text: str | None) -> None:
         if self._write_fd < 0:
             return
+        self.sent_at = time.monotonic()
         try:
             if text:
                 os.write(self._write_fd, os.fsencode(text))  # a path: far below the pipe's buffer, never blocks
@@ -117,7 +119,7 @@ def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or the environment
         return CmdResult(args, None, error=getattr(exc, "strerror", None) or str(exc))
     try:
-        out, err, why = _collect(proc, timeout)
+        out, err, why = _collect(proc, timeout, stdin)
     except BaseException:  # a signal unwinding the main thread: the group goes with it
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -134,18 +136,31 @@ def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str
     return CmdResult(args, proc.returncode, text_out, text_err)
 
 
-def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes, str | None]:
-    """(stdout, stderr, why it was stopped) of a child, reading both pipes up to the cap and the deadline."""
+def _collect(proc: subprocess.Popen[bytes], timeout: float, stdin: ChildInput | None = None
+             ) -> tuple[bytes, bytes, str | None]:
+    """(stdout, stderr, why it was stopped) of a child, reading both pipes up to the cap and the deadline.
+
+    A child whose input the parent sends later (``stdin``) gets its whole ``timeout`` after that input: the time
+    it waits for the parent (importing, running the loader's probe, on a loaded machine seconds) is not its own.
+    The wait is bounded all the same: the parent sends or closes the input in a ``finally``."""
     assert proc.stdout is not None and proc.stderr is not None
     bufs: dict[int, bytearray] = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
     open_fds = set(bufs)
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+
+    def deadline() -> float:
+        if stdin is None:
+            return started + timeout
+        if stdin.sent_at is None:  # still waiting for its parent
+            return time.monotonic() + timeout
+        return max(started, stdin.sent_at) + timeout
+
     why: str | None = None
     with selectors.DefaultSelector() as sel:
         for fd in open_fds:
             sel.register(fd, selectors.EVENT_READ)
         while open_fds:
-            left = deadline - time.monotonic()
+            left = deadline() - time.monotonic()
             if left <= 0:
                 why = f"timed out after {timeout:.3g}s"
                 break
@@ -162,7 +177,7 @@ def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, byte
                     open_fds.clear()
                     break
     if why is None:
-        left = max(0.0, deadline - time.monotonic())
+        left = max(0.0, deadline() - time.monotonic())
         try:
             proc.wait(timeout=left)
         except subprocess.TimeoutExpired:  # closed its pipes but kept running

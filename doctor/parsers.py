@@ -56,6 +56,12 @@ _D = TypeVar("_D")
 _VERSION = r"\d{1,6}(?:\.\d{1,9}){0,3}"
 
 
+def _no_pairs() -> list[tuple[str, str]]:
+    """The "unparsable" answer of the parsers of (name, value) pairs, typed: a bare ``list`` made mypy infer
+    ``list[Never]`` in some incremental runs and not in others."""
+    return []
+
+
 def _never_raise(default: Callable[[], _D]) -> Callable[[Callable[_P, _R]], Callable[_P, _R | _D]]:
     """Last line of defence for the "never raises" contract: a bug in a parser becomes "unparsable".
 
@@ -1168,7 +1174,7 @@ def parse_xid_lines(text: str) -> list[dict[str, Any]]:
 _LDCONFIG_LINE = lazy_compile(r"^[ \t]*(\S+)[ \t]+\(([^)\n]*)\)[ \t]*=>([^\n]*)$", re.MULTILINE)
 
 
-@_never_raise(list)
+@_never_raise(_no_pairs)
 def parse_ldconfig_p(text: str) -> list[tuple[str, str]]:
     """`ldconfig -p` -> [(soname, path)], cache order; the header and "(libc6,x86-64)" flags dropped."""
     if not isinstance(text, str):
@@ -1190,7 +1196,7 @@ def lib_version_from_name(name: str) -> str | None:
     return match.group(1) if match else None
 
 
-@_never_raise(list)
+@_never_raise(_no_pairs)
 def parse_dpkg_status(text: str) -> list[tuple[str, str]]:
     """/var/lib/dpkg/status -> [(package, version)] for packages that are "install ok installed".
 

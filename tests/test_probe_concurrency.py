@@ -125,3 +125,27 @@ def test_the_nvml_child_waits_for_no_path_its_parent_never_sends() -> None:
     assert time.monotonic() - began < 30  # well before its timeout, even on a loaded machine
     assert answer is not None and "cudnn_version_int" not in answer and "cudnn_error" not in answer
     assert [e.probe for e in rec.errors if e.probe == "native"] == []
+
+
+@pytest.mark.slow  # waits 4 s on purpose
+def test_a_child_waiting_for_its_parents_input_gets_its_whole_timeout_after_it() -> None:
+    """The NVML child starts before the parent has its libcudnn path; on a loaded machine the parent can take
+    longer than the child's timeout to send it. That wait is the parent's, not the child's: the child still gets
+    its whole timeout from the moment the input arrives (here 3 s, after a 4 s wait)."""
+    import os
+    import sys
+    import threading
+
+    from doctor.host import ChildInput, subprocess_runner
+
+    later = ChildInput()
+    sender = threading.Timer(4.0, later.send, ["/path/to/libcudnn.so.9"])
+    sender.start()
+    try:
+        result = subprocess_runner([sys.executable, "-c", "import sys; print(sys.stdin.read())"], 3.0,
+                                   dict(os.environ), later)
+    finally:
+        sender.cancel()
+        later.close()
+    assert result.error is None, result.error
+    assert result.stdout.strip() == "/path/to/libcudnn.so.9"
