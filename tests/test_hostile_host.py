@@ -169,3 +169,24 @@ def test_hostile_file_contents_under_root_are_facts_or_errors(tmp_path: Path, co
     from doctor.render.text import render
 
     assert "\x1b" not in render(diagnose(facts), verbose=True, colour=False)
+
+
+# --- the NVML child's standard input (the libcudnn path, sent after the child started) ---------------------
+
+
+@pytest.mark.parametrize("name", ["-x --cudnn=..etc", "line\nbreak", "not-utf8-\udcff", "$(touch pwned)"],
+                         ids=["option-like", "newline", "not-utf8", "shell"])
+def test_a_hostile_libcudnn_directory_reaches_the_nvml_child_as_one_path(tmp_path: Path, name: str) -> None:
+    """The path travels on the child's standard input, never its command line or a shell: a directory named like
+    an option, with a newline, with bytes that are not UTF-8 or with shell syntax is the path the child opens,
+    whole, and cudnnGetVersion() answers through it."""
+    from test_probe_concurrency import _fake_libcudnn
+
+    directory = tmp_path / name
+    directory.mkdir()
+    lib = _fake_libcudnn(directory, 90100)
+    env = {**os.environ, "LD_LIBRARY_PATH": str(directory)}
+    facts = collect(Host(env=env))
+    assert facts.loader.libcudnn is not None and facts.loader.libcudnn.path == str(lib)
+    assert [c.version for c in facts.cudnn if c.location == f"{lib} (cudnnGetVersion)"] == ["9.1.0"]
+    assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
