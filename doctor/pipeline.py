@@ -60,7 +60,7 @@ def sample_gpus(host: Host) -> GpuSample:
     from doctor.probes.native import run_native
 
     rec = Recorder()
-    native = run_native(host, rec, None)
+    native = run_native(host, rec)
     if native and native.get("gpus"):
         return GpuSample(driver.probe_gpus(host, rec, native, None))
     reason = (native or {}).get("nvml_error") or (rec.errors[0].reason if rec.errors else "NVML listed no GPU")

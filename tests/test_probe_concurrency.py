@@ -119,7 +119,7 @@ def test_the_nvml_child_waits_for_no_path_its_parent_never_sends() -> None:
     rec = Recorder()
     began = time.monotonic()
     try:
-        answer = run_native(Host(timeout=60.0), rec, None, later)
+        answer = run_native(Host(timeout=60.0), rec, later)
     finally:
         later.close()
     assert time.monotonic() - began < 30  # well before its timeout, even on a loaded machine

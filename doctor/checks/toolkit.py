@@ -241,9 +241,6 @@ NEEDS_CUDNN = ("tensorflow", "tf-nightly", "jax", "jaxlib")
 @check("cudnn.missing", "cuDNN", "cuDNN is installed where a framework needs a system cuDNN.", static=True)
 def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     if facts.cudnn:
-        def version(c: Cudnn) -> str:  # an image tag like …-cudnn-runtime names cuDNN but not its version
-            return c.version or ("cuDNN (version not in the tag)" if c.source == "image" else "version unknown")
-
         shown = _cudnn_shown(facts)
         absent = list(_major_absent(facts, ctx))
         for exe, p, built in absent:
@@ -253,7 +250,7 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 f"{label(p)} was built with cuDNN {built} and loads libcudnn.so.{major} by name; no cuDNN {major}.x "
                 "is installed, so it cannot use the GPU (TensorFlow logs 'Could not load dynamic library "
                 f"libcudnn.so.{major}'; JAX: 'Unable to load cuDNN').",
-                [*[Evidence(f"cudnn[{i}]", version(c), c.source) for i, c in enumerate(facts.cudnn)],
+                [*[Evidence(f"cudnn[{i}]", _cudnn_text(c), c.source) for i, c in enumerate(facts.cudnn)],
                  Evidence("python_envs.packages", f"{label(p)} built with cuDNN {built}", exe)],
                 fix=f"Install cuDNN {major} for the framework's CUDA"
                     + (f" (`pip install 'nvidia-cudnn-cu{(p.cuda or '12').split('.')[0]}=={major}.*'`)"
@@ -261,8 +258,8 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
                 intents=[ReinstallFramework(exe, p.name, p.version, reason="cudnn")])
         if not absent:
             yield ok("cudnn.missing", f"cuDNN found: {shown}",
-                     *[Evidence(f"cudnn[{i}]", f"{version(c)} ({c.location})" if c.location else version(c),
-                                c.source) for i, c in enumerate(facts.cudnn)])
+                     *[Evidence(f"cudnn[{i}]", _cudnn_text(c) + (f" ({c.location})" if c.location else ""), c.source)
+                       for i, c in enumerate(facts.cudnn)])
         return
     owners = [(e, p) for e, p in frameworks(facts) if p.name in NEEDS_CUDNN and p.cpu_only is False]
     needy = [p for _e, p in owners]
@@ -290,15 +287,16 @@ def cudnn_missing(facts: Facts, ctx: Context) -> Iterator[Finding]:
     )
 
 
+def _cudnn_text(c: Cudnn) -> str:  # an image tag like …-cudnn-runtime names cuDNN but not its version
+    return c.version or ("cuDNN (version not in the tag)" if c.source == "image" else "version unknown")
+
+
 def _cudnn_shown(facts: Facts) -> str:
     """Each cuDNN version once, with where it was first found and how many other places hold it: one package puts
     its version in two headers and two or three library names, a title names the version."""
-    def one(c: Cudnn) -> str:  # an image tag like …-cudnn-runtime names cuDNN but not its version
-        return c.version or ("cuDNN (version not in the tag)" if c.source == "image" else "version unknown")
-
     groups: dict[str, list[Cudnn]] = {}
     for c in facts.cudnn:
-        groups.setdefault(one(c), []).append(c)
+        groups.setdefault(_cudnn_text(c), []).append(c)
     parts = []
     for shown, places in list(groups.items())[:3]:
         more = f" and {len(places) - 1} more" if len(places) > 1 else ""

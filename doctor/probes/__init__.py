@@ -80,7 +80,7 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
         # The slowest first: NVML and libcuda (a child interpreter) before anything else, even the imports of the
         # other probes and of the facts model; and nvidia-smi, where NVML cannot list GPUs (no kernel module:
         # nvidia-smi then adds the GPU list, and the driver's CUDA version when libcuda could not be asked).
-        native_t = start(_native.run_native, host, rec, None, cudnn_later)
+        native_t = start(_native.run_native, host, rec, cudnn_later)
         smi_t = start(_native.smi_output, host) if _native.nvml_cannot_list(host) else None
         # Imported while they start (in this thread: see hostinfo's distro above).
         from doctor.model.facts import ENV_NAMES, Facts

@@ -14,18 +14,15 @@ from doctor.probes.base import Recorder, own_python, run_python_child
 SMI_ARGV = ("nvidia-smi", "-q", "-x")
 
 
-def run_native(host: Host, rec: Recorder, cudnn_path: str | None,
-               cudnn_later: ChildInput | None = None) -> dict[str, Any] | None:
-    """Ask NVML and libcuda in a child process (only on the running system), and cudnnGetVersion of the libcudnn at
-    ``cudnn_path``, or of the one ``cudnn_later`` names once the caller knows it (nothing sent: none asked)."""
+def run_native(host: Host, rec: Recorder, cudnn_later: ChildInput | None = None) -> dict[str, Any] | None:
+    """Ask NVML and libcuda in a child process (only on the running system), and cudnnGetVersion of the libcudnn
+    that ``cudnn_later`` names once the caller knows it (nothing sent, or no ``cudnn_later``: none asked)."""
     if not host.live:
         rec.error("native", "--root: the driver libraries of an inspected image are not called")
         return None
-    if cudnn_later is not None:
-        return run_python_child(host, own_python(), "native_child.py", ["--cudnn-stdin"], host.timeout, "native", rec,
-                                own=True, stdin=cudnn_later)
-    args = ["--cudnn", cudnn_path] if cudnn_path else []
-    return run_python_child(host, own_python(), "native_child.py", args, host.timeout, "native", rec, own=True)
+    args = ["--cudnn-stdin"] if cudnn_later is not None else []
+    return run_python_child(host, own_python(), "native_child.py", args, host.timeout, "native", rec, own=True,
+                            stdin=cudnn_later)
 
 
 def nvml_cannot_list(host: Host) -> bool:

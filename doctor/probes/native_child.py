@@ -4,8 +4,8 @@ Why a child: a call into a wedged driver can block forever inside C code, and in
 changes the process that does it. The parent gives this process a timeout and kills it; all it
 does is print one JSON object. Every call is guarded: one failing query never hides the others.
 
-Usage: python native_child.py [--cudnn PATH | --cudnn-stdin]   (--cudnn-stdin: the path is read from standard
-input to its end, once NVML and libcuda have answered; empty: no libcudnn to ask)
+Usage: python native_child.py [--cudnn-stdin]   (the libcudnn's path is read from standard input to its end, once
+NVML and libcuda have answered; empty: no libcudnn to ask)
 """
 
 from __future__ import annotations
@@ -340,7 +340,7 @@ def main(argv: list[str]) -> int:
     cuda: dict[str, Any] = {}
     probe_cuda(cuda)
     emit("libcuda", cuda)
-    path = argv[1] if len(argv) >= 2 and argv[0] == "--cudnn" else None
+    path = None
     if argv[:1] == ["--cudnn-stdin"]:
         # The parent starts this child before its loader probe has found the libcudnn: it sends the path (or
         # nothing) and closes the pipe meanwhile, long before NVML and libcuda have answered here.
