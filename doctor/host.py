@@ -100,15 +100,21 @@ def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str
     prints more than :data:`OUTPUT_CAP` on a stream is killed and its output kept up to the cap.
     """
     args = tuple(argv)
+    child_env = dict(env)
+    # Even a SIGKILLed doctor leaves none (doctor.children): marked, the reaper finds the child by its environment
+    # until it is registered, and Python starts it with vfork; unmarked, it runs our hook between fork and exec.
+    mark = children.child_mark()
+    if mark is not None:
+        child_env[mark[0]] = mark[1]
     try:
         proc = children.start(lambda: subprocess.Popen(
             args,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL if stdin is None or stdin.read_fd < 0 else stdin.read_fd,
-            env=dict(env),
+            env=child_env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # even a SIGKILLed doctor leaves none
+            preexec_fn=None if mark is not None else _hooked(),
         ))
     except FileNotFoundError:
         return CmdResult(args, None, error="not found")
@@ -213,27 +219,34 @@ STREAM_LINE_MAX = 1 << 20  # a line longer than this is cut: a child printing wi
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child before exec
     # PR_SET_PDEATHSIG (1) = SIGKILL: the kernel kills the child when the thread that started it dies, however
-    # the doctor ends (SIGKILL included), so a test process can never outlive it holding GPU memory. What the
-    # child will start is the reaper's (doctor.children): the child puts its group on its list before exec.
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL, 0, 0, 0)
+    # the doctor ends (SIGKILL included). What the child will start is the reaper's (doctor.children): the child
+    # puts its group on its list before exec. Every streamed child (the active tests, which hold GPU memory) gets
+    # it; a probe's command only where the reaper cannot find it by its mark (children.child_mark). The caller has
+    # resolved prctl first (_hooked): nothing is looked up between fork and exec.
+    if _PRCTL:
+        _PRCTL[0](1, signal.SIGKILL, 0, 0, 0)
     children.announce_child()
 
 
-def _find_prctl() -> Callable[..., int] | None:
-    # Resolved once in the parent: the forked child only calls it (no dlopen between fork and exec).
-    import ctypes
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
+_PRCTL: list[Callable[..., int]] = []  # libc's prctl, once _hooked() found it
 
 
-_PRCTL = _find_prctl()
+def _hooked() -> Callable[[], None]:
+    """The hook to pass as ``preexec_fn``, prctl resolved now, in the parent (ctypes is imported only for it)."""
+    global _prctl_looked_up
+    if not _prctl_looked_up:  # two threads may both look it up: the list then holds it twice, no harm
+        import sys
+
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            with contextlib.suppress(OSError, AttributeError):
+                _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+        _prctl_looked_up = True
+    return _die_with_parent
+
+
+_prctl_looked_up = False
 
 
 # A loaded machine can take seconds to start a child's interpreter: that is no step hanging. Until the child's
@@ -257,7 +270,7 @@ def stream(argv: Sequence[str], env: Mapping[str, str], silence: float,
         try:  # registered: SIGINT / SIGTERM / SIGHUP of the doctor kill this group too (doctor.children)
             proc = children.start(lambda: subprocess.Popen(
                 list(argv), stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=dict(env),
-                start_new_session=True, preexec_fn=_die_with_parent))
+                start_new_session=True, preexec_fn=_hooked()))
         except children.Stopping:
             yield StreamEnd(None, error="not run: gpu-doctor is stopping")
             return

@@ -307,3 +307,71 @@ def test_the_signal_tests_pass_when_the_caller_ignores_the_signals(tmp_path: Pat
                           capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "3 passed" in done.stdout
+
+
+# --- the instant between a child's start and its registration ----------------------------------------------
+
+_DOCTOR_DIES_BEFORE_REGISTERING = """
+import os, signal, subprocess, sys
+from doctor import children, host
+search = sys.argv[1] == "search"
+if not search:
+    children._can_search = lambda: False  # a host without grep or /proc: the reaper cannot find marked children
+pids = sys.argv[2]
+mark = children.child_mark()
+assert (mark is not None) == search, mark
+# Started exactly as the probes start a command (host.subprocess_runner), then the doctor is SIGKILLed before
+# children.register() runs: the moment no list can cover.
+env = dict(os.environ)
+if mark:
+    env[mark[0]] = mark[1]
+script = f"sleep 1000 & echo $! >> {pids}; echo $$ >> {pids}; wait"
+subprocess.Popen(["/bin/sh", "-c", script], env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                 preexec_fn=None if mark else host._hooked())
+while not (os.path.exists(pids) and len(open(pids).read().split()) >= 2):
+    pass
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("how", ["search", "hook"], ids=["marked-found-by-the-reaper", "no-search-parent-death"])
+def test_a_doctor_killed_before_registering_its_child_leaves_no_process(tmp_path: Path, how: str) -> None:
+    """kill -9 between a command's start and its registration: with the reaper able to search, the command and
+    what it started carry the doctor's mark in their environment, and the reaper finds and kills them (they were
+    started without any hook: Python's vfork); where it cannot search, the command was started with the
+    parent-death signal (and its group announced to the reaper) before its exec."""
+    pids = tmp_path / "pids"
+    proc = subprocess.run([sys.executable, "-c", _DOCTOR_DIES_BEFORE_REGISTERING, how, str(pids)],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    started = [int(x) for x in pids.read_text().split()]
+    assert len(started) == 2
+    end = time.monotonic() + 10  # a loaded machine: the reaper is a shell that must be scheduled first
+    while [p for p in started if alive(p)] and time.monotonic() < end:
+        time.sleep(0.02)
+    left = [p for p in started if alive(p)]
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert left == [], "outlived a doctor SIGKILLed before it registered them"
+
+
+def test_a_probe_command_starts_without_a_hook_and_with_the_doctors_mark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probes' commands start by vfork (no Python between fork and exec, ~0.3 ms instead of ~4 ms each): no
+    preexec_fn, and the mark the reaper knows them by; the caller's environment is not changed."""
+    from doctor import children, host
+
+    seen: dict[str, object] = {}
+    real = subprocess.Popen
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.update(kwargs)
+        return real(*args, **kwargs)  # type: ignore[call-overload]
+
+    mark = children.child_mark()
+    assert mark is not None and mark[0] == children.MARK
+    monkeypatch.setattr(subprocess, "Popen", spy)
+    env = {"PATH": "/usr/bin:/bin"}
+    result = host.subprocess_runner(["/bin/sh", "-c", 'printf %s "$GPU_DOCTOR_CHILD_OF"'], 30, env)
+    assert result.ok and result.stdout == mark[1]
+    assert seen["preexec_fn"] is None and env == {"PATH": "/usr/bin:/bin"}
