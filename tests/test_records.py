@@ -96,9 +96,8 @@ def test_every_frozen_record_of_the_check_path_is_the_fast_kind() -> None:
                  "doctor.matrix", "doctor.queries", "doctor.fixplan", "doctor.host", "doctor.checks.require_cuda"):
         module = importlib.import_module(name)
         for value in vars(module).values():
-            if (isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value)
-                    and value.__dataclass_params__.frozen
-                    and not value.__repr__.__qualname__.startswith("_repr_of")):
+            if (isinstance(value, type) and value.__module__ == name and records.is_frozen(value)
+                    and not value.__dict__.get("__records_frozen__")):
                 slow.append(f"{name}.{value.__name__}")
     assert slow == []
 
@@ -175,3 +174,112 @@ def test_a_catalog_severity_outside_the_scale_falls_back_instead_of_breaking_the
     assert [severity_of(v, "fail") for v in ("warn", "info", "ok", "fail")] == ["warn", "info", "ok", "fail"]
     assert [severity_of(v, "fail") for v in ("error", "WARN", None, 2)] == ["fail"] * 4
     assert rank(severity_of("critical", "warn")) == 2  # "critical" itself would raise KeyError in rank()
+
+
+def _init_cases() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [
+        *CASES,
+        ({"b": dataclasses.field(default=3, kw_only=True), "c": dataclasses.field(default_factory=dict,
+                                                                                  kw_only=True)},
+         {"a": "int", "b": "int", "c": "dict"}),
+        ({"b": dataclasses.field(default=3, init=False), "c": dataclasses.field(default_factory=list, init=False)},
+         {"a": "int", "b": "int", "c": "list"}),
+        ({"log": [], "__post_init__": lambda self: self.log.append(self.a)}, {"a": "int"}),
+        ({"other": 5}, {"self": "int", "other": "int"}),  # a field named self, as the standard decorator allows
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_init_cases())))
+def test_the_shared_init_and_the_written_one_make_what_the_standard_one_makes(case: int) -> None:
+    """A class's first instances come from the shared __init__, the next ones from its own, written then with the
+    standard signature (positional, then keyword-only parameters, defaults and factories): both set the same
+    fields, in the same order, with the same values, as the standard decorator's."""
+    import inspect
+
+    body, annotations = _init_cases()[case]
+    std, fast = _pair(body, annotations)
+    stand_in = fast.__dict__["__init__"]
+    fields = std.__dataclass_fields__.values()
+    required = {f.name: 7 for f in fields
+                if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    given = {f.name: 8 for f in fields if f.init}  # every init argument, by name
+    positional = [8 for f in fields if f.init and not f.kw_only]
+    calls = [((), required), ((), given), (tuple(positional), {k: v for k, v in given.items()
+                                                                if std.__dataclass_fields__[k].kw_only})]
+    rounds = records.GENERIC_CALLS // len(calls) + 1  # past the shared __init__'s share
+    for _round in range(rounds):
+        for args, kwargs in calls:
+            a_std, a_fast = std(*args, **kwargs), fast(*args, **kwargs)
+            assert vars(a_fast) == vars(a_std) and list(vars(a_fast)) == list(vars(a_std))
+            assert repr(a_fast) == repr(a_std) and a_fast == fast(*args, **kwargs)
+    assert fast.__dict__["__init__"] is not stand_in  # written once, on the class
+    assert str(inspect.signature(fast.__init__)) == str(inspect.signature(std.__init__))
+    assert fast.__init__.__qualname__ == std.__init__.__qualname__
+    if "log" in body:  # __post_init__ ran once for each instance (3 a call), by either __init__
+        assert len(body["log"]) == rounds * len(calls) * 3
+
+
+def test_init_errors_are_the_standard_ones() -> None:
+    """Missing, extra, repeated or unknown arguments: the standard TypeError and message, from the first call on."""
+    bad = (((), {}), ((1, 2, 3), {}), ((1,), {"a": 1}), ((), {"a": 1, "c": 2}), ((), {"b": 1}))
+    for args, kwargs in bad:
+        std, fast = _pair({"b": 2}, {"a": "int", "b": "int"})  # a fresh class: this is its first call
+        first = _outcome(lambda f=fast, a=args, k=kwargs: f(*a, **k))
+        assert first[0] is TypeError
+        assert first == _outcome(lambda f=std, a=args, k=kwargs: f(*a, **k))
+    std, fast = _pair({"b": dataclasses.field(default=0, kw_only=True)}, {"a": "int", "b": "int"})
+    assert _outcome(lambda: fast(1, 2)) == _outcome(lambda: std(1, 2))  # keyword-only, given by position
+    body, annotations = {"a": 1}, {"a": "int", "b": "int"}
+    for deco in (dataclasses.dataclass(frozen=True), records.dataclass(frozen=True)):
+        with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+            deco(type("Bad", (), {"__annotations__": dict(annotations), **body}))
+
+
+def test_a_mutable_default_is_refused_as_the_standard_decorator_refuses_it() -> None:
+    for deco in (dataclasses.dataclass(frozen=True), records.dataclass(frozen=True)):
+        with pytest.raises(ValueError, match="mutable default"):
+            deco(type("Bad", (), {"__annotations__": {"a": "list"}, "a": []}))
+
+
+def test_defining_a_record_compiles_nothing() -> None:
+    """The start-up saving itself: the class statement and its decorator run no compile()."""
+    import builtins
+
+    calls: list[object] = []
+    real_exec, real_compile = builtins.exec, builtins.compile
+
+    def method(source: object) -> bool:  # a method written for a class (other threads may compile other things)
+        return isinstance(source, str) and any(f"def {name}(" in source for name in (
+            "__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__create_fn__"))
+
+    def counting_exec(*args: Any, **kwargs: Any) -> Any:
+        if method(args[0]):
+            calls.append(args[0])
+        return real_exec(*args, **kwargs)
+
+    def counting_compile(*args: Any, **kwargs: Any) -> Any:
+        if method(args[0]):
+            calls.append(args[0])
+        return real_compile(*args, **kwargs)
+
+    builtins.exec, builtins.compile = counting_exec, counting_compile
+    try:
+        fast = records.dataclass(frozen=True)(type("Fast", (), {"__annotations__": {"a": "int", "b": "int"},
+                                                                "b": 1}))
+        assert calls == []
+        for value in range(records.GENERIC_CALLS):
+            assert fast(value).a == value
+        assert calls == []  # its first instances: the shared __init__
+        fast(-1)
+        assert len(calls) == 1  # then its own, written once
+        fast(-2)
+        assert len(calls) == 1
+    finally:
+        builtins.exec, builtins.compile = real_exec, real_compile
+    std_calls: list[object] = []
+    builtins.exec = lambda *a, **k: (std_calls.append(a[0]) if method(a[0]) else None, real_exec(*a, **k))[1]
+    try:
+        dataclasses.dataclass(frozen=True)(type("Std", (), {"__annotations__": {"a": "int"}}))
+    finally:
+        builtins.exec = real_exec
+    assert len(std_calls) >= 3  # what the standard decorator compiles for the same kind of class
