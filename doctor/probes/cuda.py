@@ -96,13 +96,30 @@ def toolkit_version(host: Host, root: str, rec: Recorder) -> str | None:
             rec.source(f"toolkit:{root}", f"file:{root}/version.txt")
             return v
     for header in (f"{root}/include/cuda.h", f"{root}/targets/x86_64-linux/include/cuda.h"):
-        text = host.try_read(header)
-        if text:
-            v = parsers.parse_cuda_h_version(text)
-            if v:
-                rec.source(f"toolkit:{root}", f"file:{header}")
-                return v
+        v = cuda_h_version(host, header)
+        if v:
+            rec.source(f"toolkit:{root}", f"file:{header}")
+            return v
     return None
+
+
+CUDA_H_HEAD = 64 * 1024  # cuda.h defines CUDA_VERSION in its first ~15 kB (after the licence); the file is ~1.1 MB
+
+
+def cuda_h_version(host: Host, header: str) -> str | None:
+    """CUDA_VERSION of a cuda.h (a toolkit without version.json: pip's wheels, some distributions): its head first,
+    whole lines only (a line cut at the end could give "130" for "13000"); the whole file where the head has none."""
+    try:
+        head = host.read_head(header, CUDA_H_HEAD)
+    except (OSError, ValueError):
+        return None
+    if len(head) < CUDA_H_HEAD:  # the whole file
+        return parsers.parse_cuda_h_version(head.decode("utf-8", "replace"))
+    v = parsers.parse_cuda_h_version(head[:head.rfind(b"\n") + 1].decode("utf-8", "replace"))
+    if v:
+        return v
+    text = host.try_read(header)
+    return parsers.parse_cuda_h_version(text) if text else None
 
 
 def nvcc_version_of(host: Host, nvcc: str, rec: Recorder, cache: dict[str, str | None]) -> str | None:

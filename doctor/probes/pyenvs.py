@@ -51,6 +51,8 @@ def _holds_frameworks() -> bool:
         except OSError:
             continue
         for name in names:
+            if not name.endswith("-info"):  # most of sys.path is the standard library's modules
+                continue
             m = _DIST_DIR.match(name)
             dist = re.sub(r"[-_.]+", "_", m.group(1)).lower() if m else ""
             if dist in wanted or dist.startswith("cupy"):
