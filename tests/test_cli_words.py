@@ -287,3 +287,30 @@ def test_deep_text_output_shows_what_the_frameworks_answered_and_mapped(tmp_path
 def test_without_deep_the_text_output_has_no_deep_section(tmp_path: Path, capsys) -> None:
     main(["check", "--facts", str(EXAMPLE)])
     assert "What --deep learned" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("command", "collects"), [("check", False), ("explain", False), ("fleet", True),
+                                                   ("tui", True), ("demo", True)])
+def test_only_the_long_lived_commands_run_with_the_cycle_collector(monkeypatch: pytest.MonkeyPatch, command: str,
+                                                                    collects: bool) -> None:
+    """A one-shot command leaves its few cycles to the end of the process (the collector's passes over its imports
+    cost `check` ~5-10 ms); the TUI and a fleet of reports keep it; the caller's setting comes back either way."""
+    import gc
+    import importlib
+
+    from doctor import cli
+
+    seen: list[bool] = []
+    module = importlib.import_module(cli.COMMANDS[command][0])
+    monkeypatch.setattr(module, "run", lambda name, args: seen.append(gc.isenabled()) or 0)
+    argv = {"check": ["check", "--facts", "-"], "explain": ["explain", "x"], "fleet": ["fleet", "."]}.get(
+        command, [command])
+    assert gc.isenabled()
+    assert cli.main(argv) == 0
+    assert seen == [collects] and gc.isenabled()
+    gc.disable()
+    try:
+        cli.main(argv)
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
