@@ -313,7 +313,7 @@ def test_the_signal_tests_pass_when_the_caller_ignores_the_signals(tmp_path: Pat
 
 _DOCTOR_DIES_BEFORE_REGISTERING = """
 import os, signal, subprocess, sys
-from doctor import children, host
+from doctor import children, spawn
 search = sys.argv[1] == "search"
 if not search:
     children._can_search = lambda: False  # a host without grep or /proc: the reaper cannot find marked children
@@ -327,7 +327,7 @@ if mark:
     env[mark[0]] = mark[1]
 script = f"sleep 1000 & echo $! >> {pids}; echo $$ >> {pids}; wait"
 subprocess.Popen(["/bin/sh", "-c", script], env=env, start_new_session=True, stdin=subprocess.DEVNULL,
-                 preexec_fn=None if mark else host._hooked())
+                 preexec_fn=None if mark else spawn.hooked())
 while not (os.path.exists(pids) and len(open(pids).read().split()) >= 2):
     pass
 os.kill(os.getpid(), signal.SIGKILL)
