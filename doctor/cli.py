@@ -165,7 +165,11 @@ def _run(argv: list[str] | None) -> int:
     if name in _COLLECTED:
         gc.enable()
     handlers = children.install_signal_handlers() if threading.current_thread() is threading.main_thread() else {}
+    end_ahead = None
     try:
+        if name is not None:  # a command may start its slowest work before its arguments are parsed (check's probes)
+            start_ahead = getattr(importlib.import_module(COMMANDS[name][0]), "start_ahead", None)
+            end_ahead = start_ahead(name, argv[1:]) if start_ahead is not None else None
         args = build_parser(only=name or "").parse_args(argv)
         code: int = importlib.import_module(COMMANDS[args.command][0]).run(args.command, args)
         children.raise_if_signalled()  # a signal whose exception Python dropped still ends as a signal
@@ -192,6 +196,8 @@ def _run(argv: list[str] | None) -> int:
     except Exception as exc:
         return _internal(exc)
     finally:
+        if end_ahead is not None:
+            end_ahead()
         children.kill_all()
         children.restore(handlers)
 

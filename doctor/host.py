@@ -390,19 +390,43 @@ class Host:
         exe = self.which(argv[0])
         if exe is None:
             return CmdResult(tuple(argv), None, error="not found")
-        limit = timeout or self.timeout
-        left = self.remaining()
-        cut = left is not None and left < limit
-        if left is not None:
-            if left <= 0.05:
-                return CmdResult(tuple(argv), None, error=f"not run: the overall deadline ({self.budget:g}s) had "
-                                 "passed")
-            limit = min(limit, left)
+        limit, cut = self._limit(timeout)
+        if limit is None:
+            return CmdResult(tuple(argv), None, error=f"not run: the overall deadline ({self.budget:g}s) had passed")
         real_argv = [str(self.path(exe)), *argv[1:]]
         result = self.runner(real_argv, limit, self.env) if stdin is None else \
             self.runner(real_argv, limit, self.env, stdin)
+        # Report the command the way the user would type it, not the sysroot path.
+        return self._as_run(tuple(argv), result, cut)
+
+    def adopts(self) -> bool:
+        """Whether this host collects children started ahead of it (:meth:`adopt`): the running system, run by
+        :func:`subprocess_runner` (a test's fake runner, or an inspected root, starts its own)."""
+        return self.live and self.runner is subprocess_runner
+
+    def adopt(self, argv: Sequence[str], proc: subprocess.Popen[bytes], timeout: float | None = None,
+              stdin: ChildInput | None = None) -> CmdResult:
+        """What a child started ahead of this host did (``argv``, the command :meth:`run` would have run, started
+        by :func:`doctor.spawn.start`, see :mod:`doctor.probes.ahead`), collected as :meth:`run` collects: its
+        timeout (counted from now, or from when ``stdin`` is sent) and the overall deadline."""
+        limit, cut = self._limit(timeout)
+        result = finished(tuple(argv), proc, 0.0 if limit is None else limit, stdin)
+        if limit is None:
+            return CmdResult(tuple(argv), None, error=f"not run: the overall deadline ({self.budget:g}s) had passed")
+        return self._as_run(tuple(argv), result, cut)
+
+    def _limit(self, timeout: float | None) -> tuple[float | None, bool]:
+        """(a command's time limit, or None when the overall deadline has passed; whether that deadline cut it)."""
+        limit = timeout or self.timeout
+        left = self.remaining()
+        if left is None:
+            return limit, False
+        if left <= 0.05:
+            return None, True
+        return min(limit, left), left < limit
+
+    def _as_run(self, argv: tuple[str, ...], result: CmdResult, cut: bool) -> CmdResult:
         error = result.error
         if cut and error and error.startswith("timed out"):
             error = f"stopped at the overall deadline ({self.budget:g}s)"
-        # Report the command the way the user would type it, not the sysroot path.
-        return CmdResult(tuple(argv), result.returncode, result.stdout, result.stderr, error)
+        return CmdResult(argv, result.returncode, result.stdout, result.stderr, error)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doctor.cli import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, UsageError, positive_seconds
@@ -78,6 +77,40 @@ def run(name: str, args: argparse.Namespace) -> int:
     return cmd_check(args) if name == "check" else cmd_snapshot(args)
 
 
+# The options after which `check` / `snapshot` still probe this machine: flags, and options that take a value.
+# Any other option (--root, --facts, --from-collect-env, --static, --dockerfile, --list-checks, --help, an
+# abbreviation …) leaves the probes to start their children themselves, after the arguments are parsed.
+_AHEAD_FLAGS = {"check": {"--json", "-v", "--verbose", "--strict", "--deep"},
+                "snapshot": {"--deep", "--smoke", "--oom"}}
+_AHEAD_VALUES = {"check": {"--format", "--output", "--python", "--timeout", "--deep-timeout"},
+                 "snapshot": {"-o", "--output", "--python", "--timeout", "--deep-timeout"}}
+
+
+def start_ahead(name: str, argv: list[str]) -> Any:
+    """Before the arguments are parsed (the CLI's hook): when they surely ask to probe this machine, start the NVML
+    child now (:mod:`doctor.ahead`: the slowest answer of every `check`, started before the imports it
+    would otherwise wait for). Returns what ends it if the probes did not take it (the CLI calls it in its
+    ``finally``), or None."""
+    flags, values = _AHEAD_FLAGS.get(name), _AHEAD_VALUES.get(name)
+    if flags is None or values is None:
+        return None
+    tokens = iter(argv)
+    for token in tokens:
+        if not token.startswith("-") or token == "-":
+            continue  # a check id
+        option, equals, _ = token.partition("=")
+        if option in flags and not equals:
+            continue
+        if option in values:
+            if not equals:
+                next(tokens, None)
+            continue
+        return None
+    from doctor import ahead
+
+    return ahead.discard if ahead.start_native() else None
+
+
 def add_probe_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what to inspect")
     g.add_argument("--root", metavar="DIR", help="read every file the probes read (/proc, /sys, /usr/local/cuda*, "
@@ -100,6 +133,8 @@ def host_from_args(args: argparse.Namespace) -> Any:
 
     if args.root is not None and not args.root.strip():
         raise UsageError("--root: empty path (leave --root out to inspect this machine)")
+    from pathlib import Path  # not at import: `check` starts its first child before pathlib is needed
+
     root = Path(args.root) if args.root is not None else Path("/")
     if args.root is not None and not root.is_dir():
         raise UsageError(f"--root {args.root}: not a directory")
@@ -314,6 +349,8 @@ def dockerfile_image(args: argparse.Namespace) -> Any:
         if not eq or not name:
             raise UsageError(f"--build-arg {item!r}: NAME=VALUE")
         build_args[name] = value
+    from pathlib import Path
+
     from doctor.dockerfile import DockerfileError, read
 
     context = Path(args.context) if getattr(args, "context", None) else None

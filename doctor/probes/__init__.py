@@ -75,12 +75,14 @@ def collect(host: Host, pythons: list[str] | None = None, deep: bool = False, de
         # Only distro can read it here. distro imports logging, whose fork hooks (os.register_at_fork) registered
         # while a probe thread forks a child break that child: it is imported now, before the first child starts.
         import distro  # noqa: F401  (imported for that order; the host probe uses it)
-    cudnn_later = ChildInput()  # the libcudnn the NVML child is to ask, once the loader has found it
+    started = _native.started_ahead(host)  # `check` may have started the NVML child before its imports
+    # the libcudnn the NVML child is to ask, once the loader has found it
+    cudnn_later = started.stdin if started is not None else ChildInput()
     try:
         # The slowest first: NVML and libcuda (a child interpreter) before anything else, even the imports of the
         # other probes and of the facts model; and nvidia-smi, where NVML cannot list GPUs (no kernel module:
         # nvidia-smi then adds the GPU list, and the driver's CUDA version when libcuda could not be asked).
-        native_t = start(_native.run_native, host, rec, cudnn_later)
+        native_t = start(_native.run_native, host, rec, cudnn_later, started)
         smi_t = start(_native.smi_output, host) if _native.nvml_cannot_list(host) else None
         # Imported while they start (in this thread: see hostinfo's distro above).
         from doctor.model.facts import ENV_NAMES, Facts

@@ -6,7 +6,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from doctor.host import ChildInput, Host
+from doctor.ahead import own_child_argv
+from doctor.host import ChildInput, CmdResult, Host
 from doctor.safeio import InputError, load_json, package_data
 
 if TYPE_CHECKING:
@@ -54,16 +55,19 @@ def run_python_child(
     times out still contributes the sections it printed before it hung; the error names the part
     that did not answer.
     """
+    result = host.run(python_child_argv(python, script, args, own), timeout, stdin=stdin)
+    return child_answer(result, python, probe, rec)
+
+
+def python_child_argv(python: str, script: str, args: list[str], own: bool = False) -> list[str]:
+    """The command line that runs one of our scripts in ``python`` (see :func:`run_python_child`)."""
     if own:
-        # gpu-doctor's own interpreter: its import path is this process's, so the child starts without the site
-        # module (-S: no .pth files, no sitecustomize, ~10-20 ms of its start) and is handed that path instead.
-        path = [p for p in sys.path[1:] if isinstance(p, str)]
-        source = (f"import sys\nsys.path += [p for p in {path!r} if p not in sys.path]\n"
-                  f"exec(compile({child_script(script)!r}, {script!r}, 'exec'))")
-        argv = [python, "-S", "-c", source, *args]
-    else:
-        argv = [python, "-c", child_script(script), *args]
-    result = host.run(argv, timeout, stdin=stdin)
+        return own_child_argv(python, script, child_script(script), args)
+    return [python, "-c", child_script(script), *args]
+
+
+def child_answer(result: CmdResult, python: str, probe: str, rec: Recorder) -> dict[str, Any] | None:
+    """The JSON sections a child script printed after the marker, merged; its failure recorded as ``probe``'s."""
     merged: dict[str, Any] = {}
     sections = []
     for chunk in result.stdout.split(MARKER.strip())[1:]:
