@@ -25,6 +25,7 @@ from doctor.model.records import dataclass
 from doctor.spawn import ChildInput
 
 DEFAULT_TIMEOUT = 5.0
+_KMSG_ESCAPE = safeio.lazy_compile(rb"\\x([0-9a-fA-F]{2})")  # /dev/kmsg's escape, undone as dmesg undoes it
 MAX_READ = 4 * 1024 * 1024  # a probe never needs more of one file; /proc files can be endless
 
 
@@ -260,6 +261,51 @@ class Host:
             return self.read_text(logical, limit)
         except (OSError, ValueError):
             return None
+
+    def kernel_log(self, device: str = "/dev/kmsg", limit: int = MAX_READ) -> str | None:
+        """The kernel's log, one message a line (the text dmesg prints after its timestamps), read from
+        ``/dev/kmsg``, the device dmesg itself reads, without starting dmesg. Only on the running system; None
+        when the device cannot be opened (none in a container, dmesg_restrict without CAP_SYSLOG): the caller
+        then asks dmesg, which says why. Reading never blocks (each read is one record; the end is EAGAIN) and
+        stops at ``limit`` bytes (noted, as a file cut at its cap)."""
+        if not self.live:
+            return None
+        try:
+            fd = os.open(device, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            while total < limit:
+                try:
+                    data = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    break  # no newer record: the end of the log
+                except BrokenPipeError:
+                    continue  # records overwritten while reading: the read goes on from the oldest one left
+                except OSError:
+                    if not chunks:
+                        return None
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+                total += len(data)
+        finally:
+            os.close(fd)
+        if total >= limit:
+            self.note(f"{device}: output truncated at {limit // (1024 * 1024)} MB")
+        lines = []
+        for record in b"".join(chunks)[:limit].split(b"\n"):
+            # "PRIORITY,SEQUENCE,MICROSECONDS,FLAGS;message"; a line starting with a space continues the record
+            # (its SUBSYSTEM= / DEVICE= dictionary).
+            head, sep, message = record.partition(b";")
+            if sep and not head.startswith(b" "):
+                if b"\\x" in message:  # the kernel writes a control byte (a tab, a newline) or a backslash as \xNN
+                    message = _KMSG_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), message)
+                lines.append(message)
+        return b"\n".join(lines).decode("utf-8", "replace") + ("\n" if lines else "")
 
     def read_head(self, logical: str, size: int) -> bytes:
         """The first ``size`` bytes of a file (to tell what kind of file it is: a script's first lines, a magic

@@ -190,3 +190,73 @@ def test_a_hostile_libcudnn_directory_reaches_the_nvml_child_as_one_path(tmp_pat
     assert facts.loader.libcudnn is not None and facts.loader.libcudnn.path == str(lib)
     assert [c.version for c in facts.cudnn if c.location == f"{lib} (cudnnGetVersion)"] == ["9.1.0"]
     assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
+
+
+# --- the kernel log read from /dev/kmsg (the Xid events), without dmesg -------------------------------------
+
+def _kmsg(tmp_path: Path, records: list[bytes]) -> str:
+    path = tmp_path / "kmsg"
+    path.write_bytes(b"".join(records))
+    return str(path)
+
+
+@pytest.mark.parametrize("family", ["escapes", "no-separator", "not-utf8", "flood", "fifo", "directory"])
+def test_hostile_kernel_log_records_are_read_whole_and_bounded(tmp_path: Path, family: str) -> None:
+    """Whatever the kernel log holds (a message is partly user text: a process name, a path), the reader returns
+    lines of text (escapes undone as dmesg undoes them, bytes that are no UTF-8 replaced), never hangs (a FIFO
+    without a writer, a device that never ends), stops at its cap with a note, and leaves the parsing to the
+    parsers, which never interpret it."""
+    from doctor import parsers
+
+    xid = b"4,812,55000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=\\x1b[2Jx, GPU has fallen off the bus.\n"
+    live = Host()
+    if family == "escapes":
+        device = _kmsg(tmp_path, [xid, b" SUBSYSTEM=pci\n", b"6,813,56000,-;tab\\x09and\\x0anewline \\x5c [red]x[/]\n"])
+        text = live.kernel_log(device)
+        assert text is not None
+        assert text.splitlines() == ["NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=\x1b[2Jx, GPU has fallen off the "
+                                     "bus.", "tab\tand", "newline \\ [red]x[/]"]
+        assert [e["xid"] for e in parsers.parse_xid_lines(text)] == [79]
+    elif family == "no-separator":
+        assert live.kernel_log(_kmsg(tmp_path, [b"garbage without a separator\n", xid])) == (
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=\x1b[2Jx, GPU has fallen off the bus.\n")
+    elif family == "not-utf8":
+        text = live.kernel_log(_kmsg(tmp_path, [b"6,1,1,-;\xff\xfe\x00 NVRM \xc3\n"]))
+        assert text == "\ufffd\ufffd\x00 NVRM \ufffd\n"
+    elif family == "flood":
+        device = _kmsg(tmp_path, [xid] * (5 * 1024 * 1024 // len(xid) + 1))
+        t0 = time.monotonic()
+        text = live.kernel_log(device, limit=1024 * 1024)
+        assert text is not None and time.monotonic() - t0 < 15
+        assert len(text.encode()) <= 1024 * 1024 and any("truncated" in n for n in live.notes)
+    elif family == "fifo":
+        os.mkfifo(tmp_path / "kmsg")
+        assert live.kernel_log(str(tmp_path / "kmsg")) == ""  # no writer: nothing, at once
+    else:
+        assert live.kernel_log(str(tmp_path)) is None  # a directory: no log, dmesg is asked instead
+    COUNTS["kernel-log"] = COUNTS.get("kernel-log", 0) + 1
+
+
+def test_the_kernel_log_is_read_only_on_this_machine(tmp_path: Path) -> None:
+    assert host(tmp_path).kernel_log() is None  # an inspected root: its /dev is not its kernel's log
+    assert Host().kernel_log(str(tmp_path / "none")) is None
+
+
+@pytest.mark.skipif(not os.access("/dev/kmsg", os.R_OK), reason="no readable /dev/kmsg here")
+def test_the_kernel_log_reads_what_dmesg_prints() -> None:
+    """On this machine: the same messages, in the same order, as dmesg prints after its timestamps."""
+    import re
+    import shutil
+    import subprocess
+
+    dmesg = shutil.which("dmesg")
+    if dmesg is None:
+        pytest.skip("no dmesg to compare with")
+    ours = Host().kernel_log()
+    theirs = subprocess.run([dmesg], capture_output=True, text=True, timeout=60)
+    if theirs.returncode != 0:
+        pytest.skip(f"dmesg cannot read the log here: {theirs.stderr.strip()}")
+    assert ours is not None
+    printed = [re.sub(r"^\[[ 0-9.]+\] ", "", line) for line in theirs.stdout.splitlines()]
+    # The log may have grown between the two reads: the first one's lines are a prefix of the second's.
+    assert printed[:len(ours.splitlines())] == ours.splitlines()[:len(printed)] and len(printed) > 10

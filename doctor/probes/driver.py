@@ -264,8 +264,10 @@ def _run_installer(host: Host, rec: Recorder) -> list[Package]:
 
 
 def _xids(host: Host, rec: Recorder) -> list[XidEvent]:
-    text = None
-    if host.which("dmesg"):
+    text = host.kernel_log()  # /dev/kmsg, as dmesg reads it, without a child process
+    if text is not None:
+        rec.source("driver.xid_events", "file:/dev/kmsg")
+    elif host.which("dmesg"):
         result = host.run(["dmesg"])
         if result.ok:
             text = result.stdout
