@@ -314,3 +314,23 @@ def test_only_the_long_lived_commands_run_with_the_cycle_collector(monkeypatch: 
         assert not gc.isenabled()  # a caller that had it off keeps it off
     finally:
         gc.enable()
+
+
+def test_a_one_shot_command_ends_the_process_at_once_with_everything_written(tmp_path: Path) -> None:
+    """`gpu-doctor check` skips the interpreter's teardown (a full collection, ~180 modules unloaded): its output,
+    its exit code and its atexit handlers are those of a normal exit."""
+    import subprocess
+    import sys
+
+    example = Path(__file__).parent.parent / "doctor" / "examples" / "healthy-8x-h100.json"
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: sys.stderr.write('atexit ran\\n'))\n"
+            f"sys.argv = ['gpu-doctor', 'check', '--facts', {str(example)!r}, '--format', 'json']\n"
+            "from doctor.cli import main\n"
+            "main()\n"
+            "sys.stderr.write('not reached\\n')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.stderr == "atexit ran\n"
+    report = json.loads(proc.stdout)  # the whole report, flushed
+    assert (report["status"], proc.returncode) == ("ok", 0)
+    assert main(["check", "--facts", str(example), "--format", "json"]) == proc.returncode  # in-process: returns
