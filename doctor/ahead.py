@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 
 from doctor import children, spawn
@@ -27,11 +26,10 @@ NATIVE_ARGS = ("--cudnn-stdin",)  # the libcudnn to ask reaches the child later,
 
 
 class Ahead:
-    """A child started ahead: its command line, its process, its standard input, when it started."""
+    """A child started ahead: its command line, its process, its standard input."""
 
     def __init__(self, argv: tuple[str, ...], proc: subprocess.Popen[bytes], stdin: spawn.ChildInput) -> None:
         self.argv, self.proc, self.stdin = argv, proc, stdin
-        self.started = time.monotonic()
 
 
 _native: Ahead | None = None

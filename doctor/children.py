@@ -76,7 +76,7 @@ def unregister(pgid: int) -> None:
 # every process whose environment carries this doctor's mark. So no child needs code of ours between its fork
 # and its exec, and Python starts it with vfork (~0.3 ms, where a fork that runs a Python hook costs ~4 ms and
 # holds the interpreter's lock). Where the shell cannot search (no grep, no /proc), or did not start, a child is
-# started as before: a parent-death signal and its group put on the list before exec (host._die_with_parent).
+# started as before: a parent-death signal and its group put on the list before exec (spawn._die_with_parent).
 #
 # The shell runs in its own session with the hang-up and interrupt signals ignored (a closing terminal or a
 # Ctrl-C on the doctor's group must not end it before the doctor), and it writes nothing anywhere (it never holds

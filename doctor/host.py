@@ -453,7 +453,7 @@ class Host:
     def adopt(self, argv: Sequence[str], proc: subprocess.Popen[bytes], timeout: float | None = None,
               stdin: ChildInput | None = None) -> CmdResult:
         """What a child started ahead of this host did (``argv``, the command :meth:`run` would have run, started
-        by :func:`doctor.spawn.start`, see :mod:`doctor.probes.ahead`), collected as :meth:`run` collects: its
+        by :func:`doctor.spawn.start`, see :mod:`doctor.ahead`), collected as :meth:`run` collects: its
         timeout (counted from now, or from when ``stdin`` is sent) and the overall deadline."""
         limit, cut = self._limit(timeout)
         result = finished(tuple(argv), proc, 0.0 if limit is None else limit, stdin)

@@ -1,7 +1,7 @@
 """Starting a child process and collecting what it printed: the process half of the host seam (:mod:`doctor.host`).
 
 It imports only the standard library's process modules and :mod:`doctor.children`, so that `check` can start its
-slowest child (NVML and libcuda, a second interpreter) before its own imports (:mod:`doctor.probes.ahead`); every
+slowest child (NVML and libcuda, a second interpreter) before its own imports (:mod:`doctor.ahead`); every
 command a probe runs goes through :func:`start` and :func:`collect` (``doctor.host.subprocess_runner``).
 """
 
