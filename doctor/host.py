@@ -227,10 +227,20 @@ class Host:
         return self.root == Path("/")
 
     def path(self, logical: str | os.PathLike[str]) -> Path:
-        """Map an absolute path of the inspected system to where it really is."""
+        """Map an absolute path of the inspected system to where it really is. Under a root, its symlinks are
+        resolved as that system would resolve them (:meth:`realpath`): an absolute link target stays inside the
+        root, so an image's /usr/local/cuda -> /usr/local/cuda-12.4 names the image's toolkit, never this
+        machine's, and no file or command outside the root is reached through a link."""
         p = Path(logical)
         if self.live:
             return p
+        if p.is_absolute():
+            return self._under_root(self.realpath(str(p)))
+        return self.root / p
+
+    def _under_root(self, logical: str | os.PathLike[str]) -> Path:
+        """The path under the root, links not resolved (what :meth:`realpath` checks one part at a time)."""
+        p = Path(logical)
         return self.root / p.relative_to(p.anchor) if p.is_absolute() else self.root / p
 
     def logical(self, real: Path) -> str:
@@ -379,7 +389,7 @@ class Host:
                 cur = cur.parent
                 continue
             cand = cur / part
-            real = self.path(str(cand))
+            real = self._under_root(cand)  # cur is resolved: only this last part can be a link
             if real.is_symlink() and hops < 40:
                 hops += 1
                 target = os.readlink(real)

@@ -260,3 +260,36 @@ def test_the_kernel_log_reads_what_dmesg_prints() -> None:
     printed = [re.sub(r"^\[[ 0-9.]+\] ", "", line) for line in theirs.stdout.splitlines()]
     # The log may have grown between the two reads: the first one's lines are a prefix of the second's.
     assert printed[:len(ours.splitlines())] == ours.splitlines()[:len(printed)] and len(printed) > 10
+
+
+# --- an inspected root whose links point out of it ----------------------------------------------------------
+
+def test_links_of_an_inspected_root_never_reach_this_machine(tmp_path: Path) -> None:
+    """An image's absolute links name paths of the image: /usr/local/cuda -> /usr/local/cuda-13.0 is the image's
+    toolkit or none, a /proc file linked to one of this machine's files is not read, and a command linked to one
+    of this machine's programs is not run (before, each reached this machine: its toolkit was reported as the
+    image's, its nvcc run)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  999.99.99\n")
+    tool = outside / "nvidia-smi"
+    ran = outside / "ran"
+    tool.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    tool.chmod(0o755)
+    host_cuda = "/usr/local/cuda-13.0" if Path("/usr/local/cuda-13.0/include/cuda.h").exists() else str(outside)
+    root = build(tmp_path / "root", {
+        "/etc/os-release": 'ID=ubuntu\nVERSION_ID="22.04"\n',
+        "/usr/local/cuda": Link(host_cuda),  # dangling inside the image
+        "/proc/driver/nvidia/version": Link(str(outside / "secret")),
+        "/usr/bin/nvidia-smi": Link(str(tool)),
+        "/usr/bin/nvcc": Link(f"{host_cuda}/bin/nvcc"),
+        "/opt/loop": Link("/opt/loop"),  # a link to itself
+    })
+    h = host(root)
+    facts = collect(h)
+    assert facts.toolkits == [] and facts.driver.kernel_module is None
+    assert not ran.exists()
+    assert h.realpath("/usr/local/cuda/include/cuda.h") == f"{host_cuda}/include/cuda.h"
+    assert h.path("/usr/local/cuda/include/cuda.h") == root / host_cuda.lstrip("/") / "include/cuda.h"
+    assert not h.exists("/opt/loop/x") and h.read_head("/etc/os-release", 5) == b"ID=ub"
+    COUNTS["links-out-of-root"] = COUNTS.get("links-out-of-root", 0) + 1
