@@ -30,6 +30,30 @@ def default_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, waiting for its parent to reap it, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def survivors(pids: list[int], within: float = 10.0) -> list[int]:
+    """The processes of ``pids`` still running after up to ``within`` seconds (a loaded machine schedules a
+    reaper late); those are then killed, so that nothing of a failed test runs on into the next one."""
+    import time
+
+    end = time.monotonic() + within
+    while [p for p in pids if alive(p)] and time.monotonic() < end:
+        time.sleep(0.02)
+    left = [p for p in pids if alive(p)]
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
 def popen_signalled(argv: list[str], **kwargs: Any) -> Any:
     """subprocess.Popen for a child that a test will signal (see default_signals)."""
     import subprocess

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile import no_hang_within
+from hostile import alive, no_hang_within
 from sysroot import Cmd, Link, build
 
 from doctor.host import OUTPUT_CAP, Host
@@ -111,13 +111,6 @@ def test_a_command_that_prints_forever_is_cut_at_the_cap(tmp_path: Path) -> None
     COUNTS["fake binaries"] = COUNTS.get("fake binaries", 0) + 1
     assert any(f"output truncated at {OUTPUT_CAP // (1024 * 1024)} MB" in e.reason for e in facts.errors), facts.errors
 
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.slow  # a few seconds each: with the slow tests (CI runs both) to keep the fast set in budget

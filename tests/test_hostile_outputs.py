@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 from hostile import (
     EXAMPLES,
+    alive,
     crashed,
     hostile_int,
     hostile_snapshot,
@@ -382,13 +383,6 @@ def test_hostile_reports_never_crash_fleet_or_diff(tmp_path_factory: pytest.Temp
 # --- family: fleet workers under signals -------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
 
 def _children(pid: int) -> list[int]:
     out = []
@@ -444,7 +438,7 @@ def test_a_signal_stops_fleet_workers_and_all(slow_fleet: Path, sig: int, code: 
     assert proc.returncode == code, err
     assert b"Traceback" not in err and len(err.strip().splitlines()) == 1, err
     time.sleep(0.2)
-    assert [w for w in workers if _alive(w)] == [], "fleet workers outlived the doctor"
+    assert [w for w in workers if alive(w)] == [], "fleet workers outlived the doctor"
 
 
 def test_after_sigkill_of_fleet_its_workers_die_and_stdout_ends(slow_fleet: Path) -> None:
@@ -462,9 +456,9 @@ def test_after_sigkill_of_fleet_its_workers_die_and_stdout_ends(slow_fleet: Path
     try:
         assert ends.wait(10), "the workers still hold fleet's standard output open after its SIGKILL"
         time.sleep(0.2)
-        assert [w for w in workers if _alive(w)] == []
+        assert [w for w in workers if alive(w)] == []
     finally:
-        if any(_alive(w) for w in workers):
+        if any(alive(w) for w in workers):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
         for stream in (proc.stdout, proc.stderr):

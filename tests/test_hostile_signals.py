@@ -17,19 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-from hostile import popen_signalled
+from hostile import alive, popen_signalled, survivors
 
 GPU_DOCTOR = Path(sys.executable).with_name("gpu-doctor")
 HEALTHY = Path(__file__).parent.parent / "doctor" / "examples" / "healthy-8x-h100.json"
 SIGNALS = [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
 
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def hanging_script(path: Path, pids: Path, when: str = "true") -> None:
@@ -175,15 +168,8 @@ def test_sigkill_of_the_doctor_leaves_no_process_of_a_hung_command(tmp_path: Pat
     assert len(reaper) == 1, "no reaper beside the command"
     proc.kill()  # no handler runs
     proc.wait()
-    mine = [*started, *reaper]
-    end = time.monotonic() + 10  # a loaded machine: the reaper is a shell that must be scheduled first
-    while [p for p in mine if alive(p)] and time.monotonic() < end:
-        time.sleep(0.02)
-    left = [p for p in mine if alive(p)]
-    for pid in left:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    assert left == [], "outlived a SIGKILLed doctor"
+    # a loaded machine: the reaper is a shell that must be scheduled first
+    assert survivors([*started, *reaper]) == [], "outlived a SIGKILLed doctor"
 
 
 def test_a_normal_exit_ends_the_reaper_too(tmp_path: Path) -> None:
@@ -346,14 +332,7 @@ def test_a_doctor_killed_before_registering_its_child_leaves_no_process(tmp_path
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
     started = [int(x) for x in pids.read_text().split()]
     assert len(started) == 2
-    end = time.monotonic() + 10  # a loaded machine: the reaper is a shell that must be scheduled first
-    while [p for p in started if alive(p)] and time.monotonic() < end:
-        time.sleep(0.02)
-    left = [p for p in started if alive(p)]
-    for pid in left:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    assert left == [], "outlived a doctor SIGKILLed before it registered them"
+    assert survivors(started) == [], "outlived a doctor SIGKILLed before it registered them"
 
 
 def test_a_probe_command_starts_without_a_hook_and_with_the_doctors_mark(monkeypatch: pytest.MonkeyPatch) -> None:

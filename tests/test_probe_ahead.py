@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile import alive, survivors
 
 from doctor import ahead, spawn
 from doctor.commands import check
@@ -47,13 +48,6 @@ def test_the_nvml_child_starts_ahead_only_for_a_probe_of_this_machine(monkeypatc
     assert check.start_ahead("snapshot", ["--facts", "x"]) is None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
 
 def test_a_child_started_ahead_and_not_taken_is_killed_by_the_command(monkeypatch: pytest.MonkeyPatch,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -74,10 +68,7 @@ def test_a_child_started_ahead_and_not_taken_is_killed_by_the_command(monkeypatc
         cli.main(["check", "--format", "no-such-format"])
     assert exited.value.code == 2 and "invalid choice" in capsys.readouterr().err
     assert len(started) == 1 and ahead._native is None
-    end = time.monotonic() + 10
-    while _alive(started[0]) and time.monotonic() < end:
-        time.sleep(0.02)
-    assert not _alive(started[0])
+    assert survivors(started) == []
 
 
 @pytest.mark.real_driver
@@ -109,7 +100,7 @@ def test_an_adopted_child_that_hangs_is_stopped_at_its_timeout(tmp_path: Path) -
     child.stdin.send(None)
     result = host.adopt(child.argv, child.proc, 0.5, child.stdin)
     assert result.error == "timed out after 0.5s" and result.stdout == "started\n"
-    assert time.monotonic() - t0 < 30 and not _alive(child.proc.pid)
+    assert time.monotonic() - t0 < 30 and not alive(child.proc.pid)
 
 
 def test_an_adopted_child_is_held_to_the_overall_deadline(tmp_path: Path) -> None:
@@ -119,7 +110,7 @@ def test_an_adopted_child_is_held_to_the_overall_deadline(tmp_path: Path) -> Non
     child.stdin.close()
     result = host.adopt(child.argv, child.proc, 5.0, child.stdin)
     assert result.error is not None and result.error.startswith("not run: the overall deadline")
-    assert result.returncode is None and not _alive(child.proc.pid)
+    assert result.returncode is None and not alive(child.proc.pid)
 
 
 def test_a_child_for_another_command_line_is_not_taken(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,10 +120,7 @@ def test_a_child_for_another_command_line_is_not_taken(monkeypatch: pytest.Monke
     monkeypatch.setattr(ahead, "_native", child)
     assert ahead.take(["/bin/sh", "-c", "something else"]) is None
     assert ahead._native is None
-    end = time.monotonic() + 10
-    while _alive(child.proc.pid) and time.monotonic() < end:
-        time.sleep(0.02)
-    assert not _alive(child.proc.pid)
+    assert survivors([child.proc.pid]) == []
 
 
 def test_a_host_that_is_not_this_machine_or_has_its_own_runner_adopts_nothing(tmp_path: Path) -> None:
