@@ -194,8 +194,8 @@ def no_hang_within(seconds: int, what: str) -> Iterator[None]:
 
 def report_attack_counts(counts: Any) -> None:
     """Append a module's inputs tried per attack family to $GPU_DOCTOR_ATTACK_COUNTS (the figures a closing note
-    gives); nothing when it is unset."""
+    gives); nothing when it is unset or nothing was tried."""
     path = os.environ.get("GPU_DOCTOR_ATTACK_COUNTS")
-    if path:
+    if path and counts:
         with open(path, "a") as fh:
             fh.write(json.dumps(dict(counts)) + "\n")

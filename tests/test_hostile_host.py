@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile import alive, no_hang_within
+from hostile import alive, no_hang_within, report_attack_counts
 from sysroot import Cmd, Link, build
 
 from doctor.host import OUTPUT_CAP, Host
@@ -23,6 +23,12 @@ FAULT_PATHS = ["/proc/driver/nvidia/version", "/proc/modules", "/var/lib/dpkg/st
                "/usr/local/cuda/version.json", "/etc/os-release", "/sys/module/nvidia/version",
                "/proc/sys/kernel/osrelease", "/var/log/kern.log", "/usr/local/cuda/include/cudnn_version.h"]
 COUNTS: dict[str, int] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_counts() -> Iterator[None]:
+    yield
+    report_attack_counts({f"host: {family}": n for family, n in COUNTS.items()})
 
 
 @pytest.fixture(autouse=True)

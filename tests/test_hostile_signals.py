@@ -14,14 +14,23 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hostile import alive, popen_signalled, survivors
+from hostile import alive, popen_signalled, report_attack_counts, survivors
 
 GPU_DOCTOR = Path(sys.executable).with_name("gpu-doctor")
 HEALTHY = Path(__file__).parent.parent / "doctor" / "examples" / "healthy-8x-h100.json"
 SIGNALS = [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+COUNTS: dict[str, int] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_counts() -> Iterator[None]:
+    yield
+    report_attack_counts({f"signals: {family}": n for family, n in COUNTS.items()})
+
 
 
 
@@ -333,6 +342,7 @@ def test_a_doctor_killed_before_registering_its_child_leaves_no_process(tmp_path
     started = [int(x) for x in pids.read_text().split()]
     assert len(started) == 2
     assert survivors(started) == [], "outlived a doctor SIGKILLed before it registered them"
+    COUNTS["SIGKILL before a child is registered"] = COUNTS.get("SIGKILL before a child is registered", 0) + 1
 
 
 def test_a_probe_command_starts_without_a_hook_and_with_the_doctors_mark(monkeypatch: pytest.MonkeyPatch) -> None:
