@@ -149,3 +149,32 @@ def test_a_child_waiting_for_its_parents_input_gets_its_whole_timeout_after_it()
         later.close()
     assert result.error is None, result.error
     assert result.stdout.strip() == "/path/to/libcudnn.so.9"
+
+
+def test_on_this_machine_the_xid_events_come_from_the_kernel_log_without_dmesg(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The running system's Xid events are read from /dev/kmsg (Host.kernel_log), credited to it, and dmesg is not
+    started; where the device cannot be read, dmesg is asked as before."""
+    from doctor.probes import driver
+    from doctor.probes.base import Recorder
+
+    ran: list[list[str]] = []
+
+    def runner(argv: Any, timeout: float, env: Any, stdin: Any = None) -> Any:
+        from doctor.host import CmdResult
+
+        ran.append(list(argv))
+        return CmdResult(tuple(argv), 0, "[ 3.1] NVRM: Xid (PCI:0000:01:00): 31, pid=2, name=x, MMU Fault\n")
+
+    line = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, GPU has fallen off the bus.\n"
+    monkeypatch.setattr(Host, "kernel_log", lambda self, *a, **k: line)
+    rec = Recorder()
+    events = driver._xids(Host(runner=runner), rec)
+    assert [(e.xid, e.pci_bus_id) for e in events] == [(79, "0000:3b:00")] and ran == []
+    assert rec.sources["driver.xid_events"] == "file:/dev/kmsg"
+    monkeypatch.setattr(Host, "kernel_log", lambda self, *a, **k: None)
+    rec = Recorder()
+    host = Host(runner=runner, env={"PATH": "/usr/bin:/bin"})
+    if host.which("dmesg") is None:
+        pytest.skip("no dmesg on this machine to fall back to")
+    assert [e.xid for e in driver._xids(host, rec)] == [31] and ran and ran[0][0].endswith("dmesg")
+    assert rec.sources["driver.xid_events"] == "cmd:dmesg"

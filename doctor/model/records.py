@@ -92,7 +92,7 @@ def _frozen(cls: Any) -> Any:
                     raise TypeError(f"non-default argument {f.name!r} follows default argument")
             else:
                 seen_default = f
-        _set(cls, "__init__", _lazy_init(cls, fields))
+        _set(cls, "__init__", _SharedInit(cls, fields))
     if "__repr__" not in own:
         cls.__repr__ = _repr_of(shown)
     if "__eq__" not in own:
@@ -139,10 +139,6 @@ def _frozen_delattr(cls: Any, names: frozenset[str]) -> Any:
 
 
 GENERIC_CALLS = 64  # instances a class gets from the shared __init__ before its own is written
-
-
-def _lazy_init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Any:
-    return _SharedInit(cls, fields)
 
 
 class _SharedInit:
